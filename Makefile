@@ -1,0 +1,116 @@
+# gpufilter - build, demo, test, test-gpu, install, clean.
+#
+#   make            build build/gpufilter (needs gcc, nvcc, libstb-dev)
+#   make demo       build, then filter the samples into out/
+#   make test       unit tests, then the CLI suite on every backend usable here
+#   make test-gpu   the CLI suite with --backend cuda; fails without a usable GPU
+#   make deps       install the Debian and Python packages the build and tests need
+#   make install    PREFIX=/usr/local: bin/gpufilter and share/gpufilter/masks
+#
+# Variables: CUDA_HOME (default: the folder above nvcc's), NVCC_ARCH (GPU
+# code), STB_CFLAGS (where stb_image.h is), PREFIX, PYTEST_ARGS.
+
+PREFIX      ?= /usr/local
+BUILD       ?= build
+NVCC        ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# Hopper machine code, plus PTX that any GPU from Turing on can compile at start.
+NVCC_ARCH   ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
+STB_CFLAGS  ?= $(shell pkg-config --cflags stb 2>/dev/null || echo -I/usr/include/stb)
+PYTHON      ?= python3
+PYTEST_ARGS ?=
+
+CC       ?= gcc
+CFLAGS   ?= -O2 -g
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc -I$(CUDA_HOME)/include $(STB_CFLAGS) \
+            -DGF_MASKS_INSTALL_DIR='"$(PREFIX)/share/gpufilter/masks"'
+WARN      = -std=c11 -Wall -Wextra -Werror
+NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
+LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
+
+HOST_SRC   = util.c image.c stb_impl.c mask.c pipeline.c backend_cpu.c backend_cuda.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
+HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
+KERNEL_OBJ = $(BUILD)/obj/conv2d.o
+UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
+
+.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean
+.DELETE_ON_ERROR:
+
+all: $(BUILD)/gpufilter
+
+$(BUILD)/gpufilter: $(BUILD)/obj/main.o $(HOST_OBJ) $(KERNEL_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h | $(BUILD)/obj check-deps
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h | $(BUILD)/obj
+	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
+
+$(BUILD)/obj:
+	mkdir -p $@
+
+# ---- packages ---------------------------------------------------------------
+
+APT_PACKAGES = libstb-dev libcmocka-dev pkg-config python3-pip
+PIP_PACKAGES = numpy scipy pytest pillow opencv-python-headless
+
+check-deps:
+	@test -f $(patsubst -I%,%,$(firstword $(STB_CFLAGS)))/stb_image.h || { \
+	  echo "gpufilter: stb_image.h not found; install it with: sudo apt-get install libstb-dev" \
+	       "(or run: make deps)"; exit 1; }
+	@test -x $(NVCC) || { echo "gpufilter: nvcc not found; install the CUDA toolkit" \
+	       "(https://developer.nvidia.com/cuda-downloads) or set NVCC=/path/to/nvcc"; exit 1; }
+
+deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y $(APT_PACKAGES)
+	$(PYTHON) -m pip install --quiet $(PIP_PACKAGES) || \
+	  $(PYTHON) -m pip install --quiet --break-system-packages $(PIP_PACKAGES)
+
+check-python:
+	@$(PYTHON) -c "import numpy, scipy, pytest, PIL" 2>/dev/null || { \
+	  echo "gpufilter: the tests need numpy, scipy, pytest and Pillow:" \
+	       "$(PYTHON) -m pip install $(PIP_PACKAGES) (or run: make deps)"; exit 1; }
+
+# ---- demo ---------------------------------------------------------------------
+
+demo: $(BUILD)/gpufilter
+	@mkdir -p out
+	$(BUILD)/gpufilter -v -m sobel samples/chelsea.png out/chelsea-sobel.png
+	$(BUILD)/gpufilter -m gaussian5 -m sharpen --border reflect samples/camera.png out/camera-soft.png
+	$(BUILD)/gpufilter -m emboss samples/horse.png out/horse-emboss.png
+	@echo "demo: wrote out/chelsea-sobel.png, out/camera-soft.png, out/horse-emboss.png"
+
+# ---- tests --------------------------------------------------------------------
+
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) | $(BUILD)/obj
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
+	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $^ $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -lm
+
+test-unit: $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t || exit 1; done
+
+# The CLI suite runs on the CPU backend, and on CUDA too when a GPU is usable.
+test-cli: $(BUILD)/gpufilter check-python
+	$(PYTHON) -m pytest tests/cli -q --backend cpu --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS)
+	@if $(BUILD)/gpufilter --list-devices >/dev/null 2>&1; then \
+	  $(PYTHON) -m pytest tests/cli -q --backend cuda --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS); \
+	else echo "test-cli: no usable GPU here; the CUDA backend is tested by 'make test-gpu'"; fi
+
+test: test-unit test-cli
+
+test-gpu: $(BUILD)/gpufilter check-python
+	@$(BUILD)/gpufilter --list-devices || { echo "test-gpu: no usable GPU"; exit 1; }
+	$(PYTHON) -m pytest tests/cli -q --backend cuda --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS)
+
+# ---- install --------------------------------------------------------------------
+
+install: $(BUILD)/gpufilter
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpufilter/masks
+	install -m 755 $(BUILD)/gpufilter $(DESTDIR)$(PREFIX)/bin/gpufilter
+	install -m 644 masks/*.mask $(DESTDIR)$(PREFIX)/share/gpufilter/masks/
+
+clean:
+	rm -rf $(BUILD) out

@@ -1,0 +1,57 @@
+/* backend.h - the primitives every backend provides.
+ *
+ * A job uploads one image, runs its operations on the backend's own buffers
+ * (device memory for CUDA) in command-line order, and downloads the result
+ * once. The CPU backend is the reference implementation of each primitive. */
+#ifndef GF_BACKEND_H
+#define GF_BACKEND_H
+
+#include <stdio.h>
+
+#include "border.h"
+#include "image.h"
+#include "mask.h"
+
+typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA } gf_backend_kind;
+
+/* Kernel versions on the conv2d ladder (kernels/conv2d.cu). */
+typedef enum { GF_CONV_NAIVE = 0, GF_CONV_TILED = 1 } gf_conv_version;
+
+typedef struct {
+    int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
+    gf_conv_version conv_version;
+    int device;                   /* CUDA device ordinal */
+    FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
+} gf_backend_options;
+
+typedef struct gf_backend gf_backend;
+
+struct gf_backend {
+    const char *name;
+    /* Take a copy of img into the backend's buffers. */
+    int (*upload)(gf_backend *self, const gf_image *img);
+    /* Filter the current image in place. Channels below 'channels_filtered'
+     * are filtered; the rest (alpha) pass through unchanged. Returns -1 when
+     * the backend failed, -2 when the options cannot work here (a tile over
+     * the device's limits): a usage error. */
+    int (*convolve)(gf_backend *self, const gf_mask *mask, gf_border border,
+                    int channels_filtered);
+    /* Wait until every queued operation has completed. */
+    int (*finish)(gf_backend *self);
+    /* Copy the current image into img (same size and channels as uploaded). */
+    int (*download)(gf_backend *self, gf_image *img);
+    void (*destroy)(gf_backend *self);
+};
+
+gf_backend *gf_backend_cpu_new(const gf_backend_options *options);
+/* NULL with an error when no usable GPU is present. */
+gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
+
+/* Print one line per CUDA device; the count, or -1 with an error when none is usable. */
+int gf_cuda_list_devices(FILE *out);
+
+/* The reference convolution, shared by the CPU backend and the tests. */
+void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border);
+
+#endif

@@ -1,0 +1,121 @@
+/* backend_cpu.c - the reference backend: plain, obviously correct C.
+ * Every GPU kernel is tested against these functions; they are tested
+ * against scipy.ndimage. Arithmetic in double precision. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "util.h"
+
+/* Combine the matrix responses, round half to even, clamp to 0..255. */
+static unsigned char finish_value(const double *sums, const gf_mask *mask)
+{
+    double v = 0.0;
+    for (int k = 0; k < mask->count; k++) {
+        double r = sums[k] / mask->scale[k] + mask->offset[k];
+        switch (mask->combine) {
+        case GF_COMBINE_MAGNITUDE: v += r * r; break;
+        case GF_COMBINE_MAX: v = k == 0 ? r : fmax(v, r); break;
+        case GF_COMBINE_MIN: v = k == 0 ? r : fmin(v, r); break;
+        default: v += r; break;  /* NONE (one matrix) and SUM */
+        }
+    }
+    if (mask->combine == GF_COMBINE_MAGNITUDE)
+        v = sqrt(v);
+    v = nearbyint(v);  /* the default rounding mode: half to even */
+    return (unsigned char)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
+}
+
+void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border)
+{
+    const int ax = mask->width / 2, ay = mask->height / 2;
+    for (int y = 0; y < height; y++)
+        for (int x = 0; x < width; x++)
+            for (int c = 0; c < channels; c++) {
+                size_t at = ((size_t)y * width + x) * channels + c;
+                if (c >= channels_filtered) {
+                    dst[at] = src[at];
+                    continue;
+                }
+                double sums[GF_MASK_MAX_MATRICES] = {0};
+                for (int my = 0; my < mask->height; my++) {
+                    int sy = gf_border_index(y + my - ay, height, border);
+                    for (int mx = 0; mx < mask->width; mx++) {
+                        int sx = gf_border_index(x + mx - ax, width, border);
+                        double px = (sx < 0 || sy < 0)
+                                        ? 0.0
+                                        : src[((size_t)sy * width + sx) * channels + c];
+                        for (int k = 0; k < mask->count; k++)
+                            sums[k] += px * mask->weights[k][my * mask->width + mx];
+                    }
+                }
+                dst[at] = finish_value(sums, mask);
+            }
+}
+
+/* ---- the backend object --------------------------------------------------- */
+
+typedef struct {
+    gf_backend base;
+    gf_image *current, *scratch;
+} cpu_backend;
+
+static int cpu_upload(gf_backend *self, const gf_image *img)
+{
+    cpu_backend *b = (cpu_backend *)self;
+    gf_image_free(b->current);
+    gf_image_free(b->scratch);
+    b->current = gf_image_new(img->width, img->height, img->channels);
+    b->scratch = gf_image_new(img->width, img->height, img->channels);
+    if (!b->current || !b->scratch)
+        return -1;
+    memcpy(b->current->pixels, img->pixels, gf_image_bytes(img));
+    return 0;
+}
+
+static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
+                        int channels_filtered)
+{
+    cpu_backend *b = (cpu_backend *)self;
+    gf_image *src = b->current, *dst = b->scratch;
+    gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
+                  channels_filtered, mask, border);
+    b->current = dst;
+    b->scratch = src;
+    return 0;
+}
+
+static int cpu_finish(gf_backend *self)
+{
+    (void)self;
+    return 0;
+}
+
+static int cpu_download(gf_backend *self, gf_image *img)
+{
+    cpu_backend *b = (cpu_backend *)self;
+    memcpy(img->pixels, b->current->pixels, gf_image_bytes(img));
+    return 0;
+}
+
+static void cpu_destroy(gf_backend *self)
+{
+    cpu_backend *b = (cpu_backend *)self;
+    gf_image_free(b->current);
+    gf_image_free(b->scratch);
+    free(b);
+}
+
+gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
+{
+    (void)options;
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        gf_set_error("out of memory");
+        return NULL;
+    }
+    b->base = (gf_backend){"cpu", cpu_upload, cpu_convolve, cpu_finish, cpu_download, cpu_destroy};
+    return &b->base;
+}

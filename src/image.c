@@ -1,0 +1,414 @@
+/* image.c - gf_image: decode with stb_image, encode with stb_image_write,
+ * standard input / output for "-", and atomic replacement of the output. */
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb_image.h>
+#include <stb_image_write.h>
+
+#include "util.h"
+
+gf_image *gf_image_new(int width, int height, int channels)
+{
+    size_t pixels, bytes;
+    if (width < 1 || height < 1 || channels < 1 || channels > 4 ||
+        gf_mul_size((size_t)width, (size_t)height, &pixels) < 0 ||
+        gf_mul_size(pixels, (size_t)channels, &bytes) < 0) {
+        gf_set_error("invalid image size %dx%dx%d", width, height, channels);
+        return NULL;
+    }
+    gf_image *img = malloc(sizeof *img);
+    unsigned char *data = malloc(bytes);
+    if (!img || !data) {
+        free(img);
+        free(data);
+        gf_set_error("out of memory for a %dx%d image", width, height);
+        return NULL;
+    }
+    *img = (gf_image){width, height, channels, data};
+    return img;
+}
+
+void gf_image_free(gf_image *img)
+{
+    if (!img)
+        return;
+    free(img->pixels);
+    free(img);
+}
+
+size_t gf_image_bytes(const gf_image *img)
+{
+    return (size_t)img->width * (size_t)img->height * (size_t)img->channels;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+static unsigned char *read_stream(FILE *f, size_t *size)
+{
+    size_t used = 0, capacity = 1 << 16;
+    unsigned char *data = malloc(capacity);
+    while (data) {
+        used += fread(data + used, 1, capacity - used, f);
+        if (used < capacity)
+            break;
+        unsigned char *bigger = capacity > SIZE_MAX / 2 ? NULL : realloc(data, capacity * 2);
+        if (!bigger) {
+            free(data);
+            data = NULL;
+            break;
+        }
+        data = bigger;
+        capacity *= 2;
+    }
+    if (data && ferror(f)) {
+        free(data);
+        data = NULL;
+    }
+    *size = used;
+    return data;
+}
+
+static unsigned char *read_input(const char *path, size_t *size)
+{
+    if (strcmp(path, "-") == 0) {
+        unsigned char *data = read_stream(stdin, size);
+        if (!data)
+            gf_set_error("standard input: %s", errno ? strerror(errno) : "cannot read");
+        return data;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gf_set_error("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        gf_set_error("%s: is a directory", path);
+        return NULL;
+    }
+    errno = 0;
+    unsigned char *data = read_stream(f, size);
+    if (!data)
+        gf_set_error("%s: %s", path, errno ? strerror(errno) : "cannot read");
+    fclose(f);
+    return data;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* stb_image decodes a JPEG cut short without complaint (it pads the missing
+ * scan data), so the container is checked: the markers must reach EOI. */
+static int jpeg_is_complete(const unsigned char *d, size_t n)
+{
+    size_t i = 2;  /* after SOI */
+    while (i + 4 <= n) {
+        if (d[i] != 0xFF)
+            return 0;
+        unsigned char marker = d[i + 1];
+        if (marker == 0xFF) {  /* fill byte */
+            i++;
+            continue;
+        }
+        if (marker == 0xD9)
+            return 1;
+        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
+            i += 2;
+            continue;
+        }
+        size_t length = (size_t)d[i + 2] << 8 | d[i + 3];
+        i += 2 + length;
+        if (marker != 0xDA)
+            continue;
+        /* entropy-coded data: runs to the next marker that is not a stuffed
+         * zero or a restart marker */
+        while (i + 1 < n && !(d[i] == 0xFF && d[i + 1] != 0x00 &&
+                              !(d[i + 1] >= 0xD0 && d[i + 1] <= 0xD7)))
+            i++;
+    }
+    return i + 2 <= n && d[i] == 0xFF && d[i + 1] == 0xD9;
+}
+
+/* The chunks must run whole from the signature to IEND. */
+static int png_is_complete(const unsigned char *d, size_t n)
+{
+    size_t i = 8;
+    while (i + 12 <= n) {
+        size_t length = be32(d + i);
+        if (memcmp(d + i + 4, "IEND", 4) == 0)
+            return 1;
+        if (length > n - i - 12)
+            return 0;
+        i += 12 + length;
+    }
+    return 0;
+}
+
+static int is_truncated(const unsigned char *d, size_t n)
+{
+    if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
+        return !png_is_complete(d, n);
+    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
+        return !jpeg_is_complete(d, n);
+    return 0;
+}
+
+gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name)
+{
+    if (size == 0) {
+        gf_set_error("%s: empty file", name);
+        return NULL;
+    }
+    if (size > INT_MAX) {
+        gf_set_error("%s: file too large to decode (over 2 GiB)", name);
+        return NULL;
+    }
+    int width, height, channels;
+    if (!stbi_info_from_memory(data, (int)size, &width, &height, &channels)) {
+        gf_set_error("%s: not an image in a format this tool reads (%s)", name, stbi_failure_reason());
+        return NULL;
+    }
+    if (is_truncated(data, size)) {
+        gf_set_error("%s: truncated file (the image data ends early)", name);
+        return NULL;
+    }
+    unsigned char *pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);
+    if (!pixels) {
+        gf_set_error("%s: cannot decode: %s", name, stbi_failure_reason());
+        return NULL;
+    }
+    gf_image *img = malloc(sizeof *img);
+    if (!img) {
+        stbi_image_free(pixels);
+        gf_set_error("%s: out of memory", name);
+        return NULL;
+    }
+    /* stb allocates with malloc (STBI_MALLOC default), so free() releases it */
+    *img = (gf_image){width, height, channels, pixels};
+    return img;
+}
+
+gf_image *gf_image_load(const char *path)
+{
+    size_t size = 0;
+    unsigned char *data = read_input(path, &size);
+    if (!data)
+        return NULL;
+    gf_image *img = gf_image_load_memory(data, size, strcmp(path, "-") == 0 ? "standard input" : path);
+    free(data);
+    return img;
+}
+
+/* ---- formats -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    gf_format format;
+} format_names[] = {
+    {"png", GF_FORMAT_PNG}, {"jpg", GF_FORMAT_JPEG}, {"jpeg", GF_FORMAT_JPEG},
+    {"bmp", GF_FORMAT_BMP}, {"tga", GF_FORMAT_TGA},
+};
+
+gf_format gf_format_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++)
+        if (strcasecmp(name, format_names[i].name) == 0)
+            return format_names[i].format;
+    return GF_FORMAT_NONE;
+}
+
+gf_format gf_format_from_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash : path, '.');
+    return dot ? gf_format_from_name(dot + 1) : GF_FORMAT_NONE;
+}
+
+const char *gf_format_name(gf_format format)
+{
+    switch (format) {
+    case GF_FORMAT_PNG: return "png";
+    case GF_FORMAT_JPEG: return "jpeg";
+    case GF_FORMAT_BMP: return "bmp";
+    case GF_FORMAT_TGA: return "tga";
+    default: return "none";
+    }
+}
+
+/* ---- encoding ------------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *data;
+    size_t size, capacity;
+    int failed;
+} byte_buffer;
+
+static void append_bytes(void *context, void *data, int size)
+{
+    byte_buffer *b = context;
+    if (b->failed || size <= 0)
+        return;
+    if (b->size + (size_t)size > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 1 << 16;
+        while (capacity < b->size + (size_t)size)
+            capacity *= 2;
+        unsigned char *bigger = realloc(b->data, capacity);
+        if (!bigger) {
+            b->failed = 1;
+            return;
+        }
+        b->data = bigger;
+        b->capacity = capacity;
+    }
+    memcpy(b->data + b->size, data, (size_t)size);
+    b->size += (size_t)size;
+}
+
+int gf_image_encode(const gf_image *img, gf_format format, int quality,
+                    unsigned char **data, size_t *size)
+{
+    byte_buffer b = {0};
+    int ok = 0;
+    const int w = img->width, h = img->height, c = img->channels;
+    switch (format) {
+    case GF_FORMAT_PNG:
+        if ((size_t)w * (size_t)c > INT_MAX) {
+            gf_set_error("image too wide for PNG encoding");
+            return -1;
+        }
+        ok = stbi_write_png_to_func(append_bytes, &b, w, h, c, img->pixels, w * c);
+        break;
+    case GF_FORMAT_JPEG:
+        ok = stbi_write_jpg_to_func(append_bytes, &b, w, h, c, img->pixels, quality);
+        break;
+    case GF_FORMAT_BMP:
+        ok = stbi_write_bmp_to_func(append_bytes, &b, w, h, c, img->pixels);
+        break;
+    case GF_FORMAT_TGA:
+        ok = stbi_write_tga_to_func(append_bytes, &b, w, h, c, img->pixels);
+        break;
+    default:
+        gf_set_error("no output format given");
+        return -1;
+    }
+    if (!ok || b.failed) {
+        free(b.data);
+        gf_set_error("cannot encode the image as %s%s", gf_format_name(format),
+                     b.failed ? ": out of memory" : "");
+        return -1;
+    }
+    *data = b.data;
+    *size = b.size;
+    return 0;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+/* The temporary file being written, removed by gf_image_abort_save(). */
+static char pending_path[PATH_MAX + 32];
+static volatile sig_atomic_t pending;
+
+void gf_image_abort_save(void)
+{
+    if (pending)
+        unlink(pending_path);
+}
+
+static int write_all(int fd, const unsigned char *data, size_t size)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Mode for a new output: the existing file's, else 0666 less the umask. */
+static mode_t output_mode(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return st.st_mode & 07777;
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+static int write_file_atomically(const char *path, const unsigned char *data, size_t size)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        gf_set_error("%s: is a directory", path);
+        return -1;
+    }
+    const char *slash = strrchr(path, '/');
+    int folder_length = slash ? (int)(slash - path + 1) : 0;
+    const char *base = slash ? slash + 1 : path;
+    char temp[sizeof pending_path];
+    if (snprintf(temp, sizeof temp, "%.*s.%s.XXXXXX", folder_length, path, base) >= (int)sizeof temp) {
+        gf_set_error("%s: path too long", path);
+        return -1;
+    }
+    mode_t mode = output_mode(path);
+    int fd = mkstemp(temp);
+    if (fd < 0) {
+        gf_set_error("%s: cannot create the output: %s", path, strerror(errno));
+        return -1;
+    }
+    memcpy(pending_path, temp, sizeof temp);
+    pending = 1;
+    int failed = fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0;
+    int saved_errno = errno;
+    if (close(fd) < 0 && !failed) {
+        failed = 1;
+        saved_errno = errno;
+    }
+    if (!failed && rename(temp, path) < 0) {
+        failed = 1;
+        saved_errno = errno;
+    }
+    if (failed) {
+        unlink(temp);
+        gf_set_error("%s: cannot write the output: %s", path, strerror(saved_errno));
+    }
+    pending = 0;
+    return failed ? -1 : 0;
+}
+
+int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality)
+{
+    unsigned char *data;
+    size_t size;
+    if (gf_image_encode(img, format, quality, &data, &size) < 0)
+        return -1;
+    int status;
+    if (strcmp(path, "-") == 0) {
+        status = write_all(STDOUT_FILENO, data, size);
+        if (status < 0)
+            gf_set_error("standard output: %s", strerror(errno));
+    } else {
+        status = write_file_atomically(path, data, size);
+    }
+    free(data);
+    return status;
+}

@@ -1,0 +1,15 @@
+/* util.h - error reporting and checked size arithmetic shared by the host code. */
+#ifndef GF_UTIL_H
+#define GF_UTIL_H
+
+#include <stddef.h>
+
+/* Library-level functions return 0 / -1 (or NULL) and record why here;
+ * only main() prints the message. Messages start with "gpufilter: ". */
+void gf_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *gf_error(void);
+
+/* a * b, or -1 when the product overflows size_t. */
+int gf_mul_size(size_t a, size_t b, size_t *out);
+
+#endif
