@@ -399,6 +399,10 @@ int gf_image_save(const gf_image *img, const char *path, gf_format format, int q
 {
     unsigned char *data;
     size_t size;
+    if (format == GF_FORMAT_NONE && (format = gf_format_from_path(path)) == GF_FORMAT_NONE) {
+        gf_set_error("%s: cannot tell the output format from the name", path);
+        return -1;
+    }
     if (gf_image_encode(img, format, quality, &data, &size) < 0)
         return -1;
     int status;

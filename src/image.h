@@ -43,7 +43,7 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
 /* Encode and write: to standard output when path is "-", otherwise to a
  * temporary file in the output's folder that is renamed onto path once it is
  * complete, so a failure never leaves a partial file and the input may be
- * the output. */
+ * the output. GF_FORMAT_NONE: the format of path's extension. */
 int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality);
 
 /* Remove the temporary output being written, if any (async-signal-safe). */

@@ -303,7 +303,7 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-    job j = {.quality = 92};
+    job j = {.quality = 92, .backend_options = {.conv_version = GF_CONV_TILED}};
     int status = parse_options(argc, argv, &j);
     if (status < 0) {
         if (j.verbose)

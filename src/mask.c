@@ -23,7 +23,8 @@ static const char *const combine_names[] = {"none", "magnitude", "max", "min", "
 
 const char *gf_combine_name(gf_combine combine)
 {
-    return combine_names[combine];
+    return (unsigned)combine < sizeof combine_names / sizeof combine_names[0] ? combine_names[combine]
+                                                                           : "unknown";
 }
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -165,8 +166,8 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         at.line++;
         char *p = line + strspn(line, " \t\r");
         if (*p == '#') {
-            /* the first comment before any matrix describes the mask */
-            if (mask->count == 0 && rows_left == 0 && mask->description[0] == '\0')
+            /* the first comment line describes the mask */
+            if (mask->description[0] == '\0')
                 set_description(mask, p);
             continue;
         }
@@ -175,8 +176,8 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         if (strncmp(p, "combine", 7) == 0 && (p[7] == ' ' || p[7] == '\t')) {
             char *word = strtok(p + 7, " \t\r");
             char *extra = word ? strtok(NULL, " \t\r") : NULL;
-            if (rows_left > 0 || has_combine || !word || extra || parse_combine(word, &mask->combine) < 0) {
-                gf_set_error("%s:%d: expected 'combine magnitude|max|min|sum' once, before a matrix's rows",
+            if (rows_left > 0 || mask->count > 0 || has_combine || !word || extra || parse_combine(word, &mask->combine) < 0) {
+                gf_set_error("%s:%d: expected 'combine magnitude|max|min|sum' once, before the matrices",
                              name, at.line);
                 goto done;
             }
