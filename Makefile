@@ -28,10 +28,10 @@ WARN      = -std=c11 -Wall -Wextra -Werror
 NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
 LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
 
-HOST_SRC   = util.c image.c stb_impl.c mask.c pipeline.c backend_cpu.c backend_cuda.c
+HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c pipeline.c backend_cpu.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
-KERNEL_OBJ = $(BUILD)/obj/conv2d.o
+KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
 .PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean
@@ -45,7 +45,7 @@ $(BUILD)/gpufilter: $(BUILD)/obj/main.o $(HOST_OBJ) $(KERNEL_OBJ)
 $(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h | $(BUILD)/obj check-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
-$(BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h | $(BUILD)/obj
+$(BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
 $(BUILD)/obj:

@@ -39,6 +39,57 @@ const void *conv2d_kernel_entry(int version, int channels);
 /* Launch version 0..CONV2D_VERSIONS-1. */
 cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream);
 
+/* ---- histogram.cu ---------------------------------------------------------- */
+
+#define HISTOGRAM_VERSIONS 2  /* 0 global atomics, 1 shared-memory privatized */
+
+/* 256-bin histograms of every channel (hist[c * 256 + v]), or with luma set
+ * one histogram of the BT.601 luma of channels 0..2. hist is device memory
+ * of (luma ? 1 : channels) * 256 counters; the launcher zeroes it first. */
+cudaError_t histogram_gpu(int version, const unsigned char *src, size_t pixels, int channels,
+                          int luma, unsigned long long *hist, cudaStream_t stream);
+
+/* ---- reduce.cu ------------------------------------------------------------- */
+
+/* min, max, sum and sum of squares of every channel, in one pass. */
+typedef struct {
+    unsigned int min[4], max[4];
+    unsigned long long sum[4], sum_squares[4];
+} reduce_result;
+
+cudaError_t reduce_gpu(const unsigned char *src, size_t pixels, int channels,
+                       reduce_result *out, cudaStream_t stream);
+
+/* ---- scan.cu --------------------------------------------------------------- */
+
+#define SCAN_VERSIONS 2  /* 0 one thread per histogram, 1 work-efficient (Blelloch) */
+
+/* Inclusive prefix sums of 'histograms' consecutive 256-bin histograms. */
+cudaError_t scan_gpu(int version, const unsigned long long *in, unsigned long long *out,
+                     int histograms, cudaStream_t stream);
+
+/* ---- lut.cu ---------------------------------------------------------------- */
+
+/* Build look-up tables on the device (256 bytes each), from histograms and
+ * their prefix sums, from percentiles, or from a reduction. */
+cudaError_t lut_equalize_gpu(const unsigned long long *hist, const unsigned long long *cdf,
+                             int histograms, unsigned char *lut, cudaStream_t stream);
+cudaError_t lut_normalize_gpu(const unsigned long long *cdf, double black, double white,
+                              unsigned char *lut, cudaStream_t stream);
+cudaError_t lut_auto_level_gpu(const reduce_result *range, int colour, unsigned char *lut,
+                               cudaStream_t stream);
+
+/* Apply LUTs to channels 0..colour-1 in place; the others are untouched.
+ * per_channel: channel c uses lut + 256 * c, otherwise all use lut. */
+cudaError_t lut_apply_gpu(unsigned char *pixels, size_t count, int channels, int colour,
+                          const unsigned char *lut, int per_channel, cudaStream_t stream);
+/* Map the luma of RGB pixels through one LUT, keeping their chroma. */
+cudaError_t lut_apply_luma_gpu(unsigned char *pixels, size_t count, int channels,
+                               const unsigned char *lut, cudaStream_t stream);
+
+/* Blocks for a grid-stride loop over 'items': enough to fill the device. */
+int gf_grid_for(size_t items, int threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include "border.h"
 #include "image.h"
 #include "mask.h"
+#include "tone.h"
 
 typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA } gf_backend_kind;
 
@@ -24,6 +25,15 @@ typedef struct {
     FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
 } gf_backend_options;
 
+typedef enum { GF_EQUALIZE_LUMINANCE = 0, GF_EQUALIZE_CHANNELS } gf_equalize_mode;
+
+/* A contrast stretch: normalize (percentiles of luminance) or auto-level
+ * (min and max over the colour channels). */
+typedef struct {
+    enum { GF_STRETCH_NORMALIZE = 0, GF_STRETCH_AUTO_LEVEL } kind;
+    double black, white;  /* normalize: percent clipped at each end */
+} gf_stretch;
+
 typedef struct gf_backend gf_backend;
 
 struct gf_backend {
@@ -36,6 +46,12 @@ struct gf_backend {
      * the device's limits): a usage error. */
     int (*convolve)(gf_backend *self, const gf_mask *mask, gf_border border,
                     int channels_filtered);
+    /* Tone operations change the colour channels (0..colour-1) only; alpha,
+     * if any, is never changed. colour is 1 (gray) or 3 (RGB). */
+    int (*equalize)(gf_backend *self, gf_equalize_mode mode, int colour);
+    int (*stretch)(gf_backend *self, const gf_stretch *how, int colour);
+    /* Histogram, min, max, sum and sum of squares of every channel. */
+    int (*statistics)(gf_backend *self, gf_channel_stats *per_channel);
     /* Wait until every queued operation has completed. */
     int (*finish)(gf_backend *self);
     /* Copy the current image into img (same size and channels as uploaded). */
@@ -50,8 +66,14 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 /* Print one line per CUDA device; the count, or -1 with an error when none is usable. */
 int gf_cuda_list_devices(FILE *out);
 
-/* The reference convolution, shared by the CPU backend and the tests. */
+/* The reference implementations, shared by the CPU backend and the tests. */
 void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
                    int channels, int channels_filtered, const gf_mask *mask, gf_border border);
+void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
+                       gf_channel_stats *per_channel);
+void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equalize_mode mode,
+                     int colour);
+void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_stretch *how,
+                    int colour);
 
 #endif

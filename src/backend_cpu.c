@@ -55,6 +55,102 @@ void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int 
             }
 }
 
+/* ---- tone operations -------------------------------------------------------- */
+
+void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
+                       gf_channel_stats *per_channel)
+{
+    for (int c = 0; c < channels; c++) {
+        gf_channel_stats *s = &per_channel[c];
+        memset(s, 0, sizeof *s);
+        s->min = 255;
+        for (size_t i = 0; i < count; i++) {
+            unsigned v = pixels[i * channels + c];
+            s->histogram[v]++;
+            s->sum += v;
+            s->sum_squares += (unsigned long long)v * v;
+            if ((int)v < s->min)
+                s->min = (int)v;
+            if ((int)v > s->max)
+                s->max = (int)v;
+        }
+    }
+}
+
+static void cumulate(const unsigned long long *hist, unsigned long long *cdf)
+{
+    unsigned long long total = 0;
+    for (int v = 0; v < GF_BINS; v++)
+        cdf[v] = total += hist[v];
+}
+
+static void luma_histogram(const unsigned char *pixels, size_t count, int channels,
+                           unsigned long long *hist)
+{
+    memset(hist, 0, GF_BINS * sizeof *hist);
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = pixels + i * channels;
+        hist[gf_luma(p[0], p[1], p[2])]++;
+    }
+}
+
+static void apply_lut(unsigned char *pixels, size_t count, int channels, int c,
+                      const unsigned char *lut)
+{
+    for (size_t i = 0; i < count; i++)
+        pixels[i * channels + c] = lut[pixels[i * channels + c]];
+}
+
+void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equalize_mode mode,
+                     int colour)
+{
+    unsigned long long hist[GF_BINS], cdf[GF_BINS];
+    unsigned char lut[GF_BINS];
+    if (mode == GF_EQUALIZE_LUMINANCE && colour == 3) {
+        luma_histogram(pixels, count, channels, hist);
+        cumulate(hist, cdf);
+        gf_equalize_lut(hist, cdf, lut);
+        for (size_t i = 0; i < count; i++)
+            gf_map_luma(pixels + i * channels, lut);
+        return;
+    }
+    for (int c = 0; c < colour; c++) {
+        memset(hist, 0, sizeof hist);
+        for (size_t i = 0; i < count; i++)
+            hist[pixels[i * channels + c]]++;
+        cumulate(hist, cdf);
+        gf_equalize_lut(hist, cdf, lut);
+        apply_lut(pixels, count, channels, c, lut);
+    }
+}
+
+void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_stretch *how,
+                    int colour)
+{
+    int lo = 255, hi = 0;
+    if (how->kind == GF_STRETCH_NORMALIZE) {
+        unsigned long long hist[GF_BINS] = {0}, cdf[GF_BINS];
+        if (colour == 3)
+            luma_histogram(pixels, count, channels, hist);
+        else
+            for (size_t i = 0; i < count; i++)
+                hist[pixels[i * channels]]++;
+        cumulate(hist, cdf);
+        gf_normalize_limits(cdf, how->black, how->white, &lo, &hi);
+    } else {
+        for (size_t i = 0; i < count; i++)
+            for (int c = 0; c < colour; c++) {
+                int v = pixels[i * channels + c];
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+    }
+    unsigned char lut[GF_BINS];
+    gf_stretch_lut(lo, hi, lut);
+    for (int c = 0; c < colour; c++)
+        apply_lut(pixels, count, channels, c, lut);
+}
+
 /* ---- the backend object --------------------------------------------------- */
 
 typedef struct {
@@ -87,6 +183,32 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
     return 0;
 }
 
+static size_t pixel_count(const gf_image *img)
+{
+    return (size_t)img->width * (size_t)img->height;
+}
+
+static int cpu_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
+{
+    gf_image *img = ((cpu_backend *)self)->current;
+    gf_equalize_cpu(img->pixels, pixel_count(img), img->channels, mode, colour);
+    return 0;
+}
+
+static int cpu_stretch(gf_backend *self, const gf_stretch *how, int colour)
+{
+    gf_image *img = ((cpu_backend *)self)->current;
+    gf_stretch_cpu(img->pixels, pixel_count(img), img->channels, how, colour);
+    return 0;
+}
+
+static int cpu_statistics(gf_backend *self, gf_channel_stats *per_channel)
+{
+    gf_image *img = ((cpu_backend *)self)->current;
+    gf_statistics_cpu(img->pixels, pixel_count(img), img->channels, per_channel);
+    return 0;
+}
+
 static int cpu_finish(gf_backend *self)
 {
     (void)self;
@@ -116,6 +238,16 @@ gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
         gf_set_error("out of memory");
         return NULL;
     }
-    b->base = (gf_backend){"cpu", cpu_upload, cpu_convolve, cpu_finish, cpu_download, cpu_destroy};
+    b->base = (gf_backend){
+        .name = "cpu",
+        .upload = cpu_upload,
+        .convolve = cpu_convolve,
+        .equalize = cpu_equalize,
+        .stretch = cpu_stretch,
+        .statistics = cpu_statistics,
+        .finish = cpu_finish,
+        .download = cpu_download,
+        .destroy = cpu_destroy,
+    };
     return &b->base;
 }

@@ -28,6 +28,11 @@ typedef struct {
     int current;
     size_t buffer_bytes;
     float *weights;             /* GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS */
+    /* tone scratch: histograms, their CDFs, LUTs and a reduction, all on
+     * the device; only statistics are ever copied back */
+    unsigned long long *hist, *cdf;   /* 4 * GF_BINS each */
+    unsigned char *lut;               /* 4 * GF_BINS */
+    reduce_result *range;
     int width, height, channels;
     cudaEvent_t start, stop;
 } cuda_backend;
@@ -231,6 +236,74 @@ static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border
     return 0;
 }
 
+static size_t pixel_count(const cuda_backend *b)
+{
+    return (size_t)b->width * (size_t)b->height;
+}
+
+static int cuda_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    unsigned char *px = b->buffer[b->current];
+    const size_t n = pixel_count(b);
+    if (mode == GF_EQUALIZE_LUMINANCE && colour == 3) {
+        CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 1, b->hist, 0), "launching histogram");
+        CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, 0), "launching scan");
+        CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, 1, b->lut, 0), "launching the LUT builder");
+        CUDA_CHECK(lut_apply_luma_gpu(px, n, b->channels, b->lut, 0), "launching the LUT");
+        return 0;
+    }
+    CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 0, b->hist, 0), "launching histogram");
+    CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, colour, 0), "launching scan");
+    CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, colour, b->lut, 0), "launching the LUT builder");
+    CUDA_CHECK(lut_apply_gpu(px, n, b->channels, colour, b->lut, 1, 0), "launching the LUT");
+    return 0;
+}
+
+static int cuda_stretch(gf_backend *self, const gf_stretch *how, int colour)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    unsigned char *px = b->buffer[b->current];
+    const size_t n = pixel_count(b);
+    if (how->kind == GF_STRETCH_NORMALIZE) {
+        /* gray: channel 0's histogram is the first of the per-channel ones */
+        CUDA_CHECK(histogram_gpu(1, px, n, b->channels, colour == 3, b->hist, 0),
+                   "launching histogram");
+        CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, 0), "launching scan");
+        CUDA_CHECK(lut_normalize_gpu(b->cdf, how->black, how->white, b->lut, 0),
+                   "launching the LUT builder");
+    } else {
+        CUDA_CHECK(reduce_gpu(px, n, b->channels, b->range, 0), "launching reduce");
+        CUDA_CHECK(lut_auto_level_gpu(b->range, colour, b->lut, 0), "launching the LUT builder");
+    }
+    CUDA_CHECK(lut_apply_gpu(px, n, b->channels, colour, b->lut, 0, 0), "launching the LUT");
+    return 0;
+}
+
+static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    const unsigned char *px = b->buffer[b->current];
+    const size_t n = pixel_count(b);
+    CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 0, b->hist, 0), "launching histogram");
+    CUDA_CHECK(reduce_gpu(px, n, b->channels, b->range, 0), "launching reduce");
+    unsigned long long hist[4 * GF_BINS];
+    reduce_result range;
+    CUDA_CHECK(cudaMemcpy(hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0],
+                          cudaMemcpyDeviceToHost), "downloading histograms");
+    CUDA_CHECK(cudaMemcpy(&range, b->range, sizeof range, cudaMemcpyDeviceToHost),
+               "downloading statistics");
+    for (int c = 0; c < b->channels; c++) {
+        gf_channel_stats *s = &per_channel[c];
+        memcpy(s->histogram, hist + c * GF_BINS, sizeof s->histogram);
+        s->min = (int)range.min[c];
+        s->max = (int)range.max[c];
+        s->sum = range.sum[c];
+        s->sum_squares = range.sum_squares[c];
+    }
+    return 0;
+}
+
 static int cuda_finish(gf_backend *self)
 {
     (void)self;
@@ -252,6 +325,10 @@ static void cuda_destroy(gf_backend *self)
     cudaFree(b->buffer[0]);
     cudaFree(b->buffer[1]);
     cudaFree(b->weights);
+    cudaFree(b->hist);
+    cudaFree(b->cdf);
+    cudaFree(b->lut);
+    cudaFree(b->range);
     if (b->start)
         cudaEventDestroy(b->start);
     if (b->stop)
@@ -289,6 +366,10 @@ static int cuda_open(cuda_backend *b)
     CUDA_CHECK(cudaMalloc((void **)&b->weights,
                           GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS * sizeof(float)),
                "allocating the mask buffer");
+    CUDA_CHECK(cudaMalloc((void **)&b->hist, 4 * GF_BINS * sizeof *b->hist), "allocating histograms");
+    CUDA_CHECK(cudaMalloc((void **)&b->cdf, 4 * GF_BINS * sizeof *b->cdf), "allocating histograms");
+    CUDA_CHECK(cudaMalloc((void **)&b->lut, 4 * GF_BINS), "allocating look-up tables");
+    CUDA_CHECK(cudaMalloc((void **)&b->range, sizeof *b->range), "allocating statistics");
     CUDA_CHECK(cudaEventCreate(&b->start), "creating an event");
     CUDA_CHECK(cudaEventCreate(&b->stop), "creating an event");
     return 0;
@@ -301,7 +382,17 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options)
         gf_set_error("out of memory");
         return NULL;
     }
-    b->base = (gf_backend){"cuda", cuda_upload, cuda_convolve, cuda_finish, cuda_download, cuda_destroy};
+    b->base = (gf_backend){
+        .name = "cuda",
+        .upload = cuda_upload,
+        .convolve = cuda_convolve,
+        .equalize = cuda_equalize,
+        .stretch = cuda_stretch,
+        .statistics = cuda_statistics,
+        .finish = cuda_finish,
+        .download = cuda_download,
+        .destroy = cuda_destroy,
+    };
     b->options = *options;
     if (cuda_open(b) < 0) {
         cuda_destroy(&b->base);

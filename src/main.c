@@ -14,6 +14,7 @@
 #include "image.h"
 #include "mask.h"
 #include "pipeline.h"
+#include "tone_report.h"
 #include "util.h"
 
 #ifndef GF_VERSION
@@ -30,6 +31,10 @@ enum {
     OPT_FILTER_ALPHA,
     OPT_LIST_MASKS,
     OPT_LIST_DEVICES,
+    OPT_STATS,
+    OPT_EQUALIZE,
+    OPT_NORMALIZE,
+    OPT_AUTO_LEVEL,
 };
 
 typedef struct {
@@ -39,19 +44,35 @@ typedef struct {
     gf_format format;
     int quality;
     int verbose;
-    const char *input, *output;
+    gf_stats_format stats;
+    const char *input, *output;  /* output NULL: statistics only */
 } job;
 
 static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: gpufilter [OPTION]... INPUT OUTPUT\n"
-"Filter an image with convolution masks, on the GPU when there is one.\n"
-"INPUT and OUTPUT may be '-' for standard input and output.\n"
+"       gpufilter [OPTION]... --stats[=FORMAT] INPUT [OUTPUT]\n"
+"Filter an image with convolution masks and tone operations, on the GPU when\n"
+"there is one. INPUT and OUTPUT may be '-' for standard input and output.\n"
 "\n"
-"  -m, --mask NAME|FILE   apply a mask; repeat to chain masks, applied in order.\n"
-"                         NAME is a built-in or installed mask (--list-masks);\n"
-"                         a value with a '/' or ending in .mask is a file\n"
+"Operations, applied in command-line order:\n"
+"  -m, --mask NAME|FILE   convolve with a mask. NAME is a built-in or\n"
+"                         installed mask (--list-masks); a value with a '/'\n"
+"                         or ending in .mask is a file\n"
+"      --equalize[=MODE]  histogram equalization: luminance (default; colours\n"
+"                         kept) or channels (each channel on its own)\n"
+"      --normalize[=B,W]  stretch contrast so that B%% of the pixels turn black\n"
+"                         and W%% white, on luminance, channels linked\n"
+"                         (default 2,1)\n"
+"      --auto-level       stretch the darkest value to 0 and the brightest to\n"
+"                         255, over all colour channels\n"
+"      --stats[=FORMAT]   print statistics of the result: table (default) or\n"
+"                         json; on stderr when OUTPUT is '-'. Without OUTPUT\n"
+"                         no image is written\n"
+"Tone operations never change alpha.\n"
+"\n"
+"Options:\n"
 "  -b, --border MODE      how pixels outside the image are read (scipy.ndimage\n"
 "                         names): nearest (default), constant (zero), reflect,\n"
 "                         mirror, wrap\n"
@@ -103,6 +124,31 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+static int out_of_memory(void)
+{
+    fprintf(stderr, "gpufilter: out of memory\n");
+    return EXIT_FILE;
+}
+
+/* "B,W": two finite percentages, each >= 0, summing to less than 100. */
+static int parse_percentages(const char *s, double *black, double *white)
+{
+    char *end;
+    errno = 0;
+    double b = strtod(s, &end);
+    if (end == s || *end != ',' || errno)
+        return -1;
+    const char *second = end + 1;
+    double w = strtod(second, &end);
+    if (end == second || *end != '\0' || errno)
+        return -1;
+    if (!(b >= 0.0 && w >= 0.0 && b + w < 100.0))  /* also rejects NaN */
+        return -1;
+    *black = b;
+    *white = w;
+    return 0;
+}
+
 static int parse_border(const char *s, gf_border *out)
 {
     static const char *const names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
@@ -150,6 +196,10 @@ static int parse_options(int argc, char **argv, job *j)
         {"filter-alpha", no_argument, NULL, OPT_FILTER_ALPHA},
         {"list-masks", no_argument, NULL, OPT_LIST_MASKS},
         {"list-devices", no_argument, NULL, OPT_LIST_DEVICES},
+        {"stats", optional_argument, NULL, OPT_STATS},
+        {"equalize", optional_argument, NULL, OPT_EQUALIZE},
+        {"normalize", optional_argument, NULL, OPT_NORMALIZE},
+        {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -224,18 +274,56 @@ static int parse_options(int argc, char **argv, job *j)
                 return EXIT_FILE;
             }
             return EXIT_SUCCESS;
+        case OPT_STATS:
+            if (!optarg || strcmp(optarg, "table") == 0)
+                j->stats = GF_STATS_TABLE;
+            else if (strcmp(optarg, "json") == 0)
+                j->stats = GF_STATS_JSON;
+            else
+                return usage_error("unknown statistics format '%s' (table, json)", optarg);
+            break;
+        case OPT_EQUALIZE: {
+            gf_equalize_mode mode;
+            if (!optarg || strcmp(optarg, "luminance") == 0)
+                mode = GF_EQUALIZE_LUMINANCE;
+            else if (strcmp(optarg, "channels") == 0)
+                mode = GF_EQUALIZE_CHANNELS;
+            else
+                return usage_error("unknown equalize mode '%s' (luminance, channels)", optarg);
+            if (gf_pipeline_add_equalize(&j->pipeline, mode) < 0)
+                return out_of_memory();
+            break;
+        }
+        case OPT_NORMALIZE: {
+            gf_stretch how = {.kind = GF_STRETCH_NORMALIZE, .black = 2.0, .white = 1.0};
+            if (optarg && parse_percentages(optarg, &how.black, &how.white) < 0)
+                return usage_error("--normalize=%s: expected B,W: two percentages, each 0 or more, "
+                                   "summing to less than 100", optarg);
+            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+                return out_of_memory();
+            break;
+        }
+        case OPT_AUTO_LEVEL: {
+            gf_stretch how = {.kind = GF_STRETCH_AUTO_LEVEL};
+            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+                return out_of_memory();
+            break;
+        }
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (argc - optind != 2)
-        return usage_error("%s", argc - optind < 2 ? "expected an INPUT and an OUTPUT path"
-                                                   : "too many arguments: expected INPUT OUTPUT");
+    const int paths = argc - optind;
+    if (paths > 2)
+        return usage_error("%s", "too many arguments: expected INPUT OUTPUT");
+    if (paths < (j->stats ? 1 : 2))
+        return usage_error("%s", paths == 0 ? "expected an INPUT and an OUTPUT path"
+                                            : "expected an OUTPUT path (or --stats)");
     j->input = argv[optind];
-    j->output = argv[optind + 1];
-    if (j->format == GF_FORMAT_NONE) {
+    j->output = paths == 2 ? argv[optind + 1] : NULL;
+    if (j->output && j->format == GF_FORMAT_NONE) {
         j->format = strcmp(j->output, "-") == 0 ? GF_FORMAT_PNG : gf_format_from_path(j->output);
         if (j->format == GF_FORMAT_NONE)
             return usage_error("cannot tell the output format from '%s'; use a .png, .jpg, .bmp "
@@ -274,10 +362,17 @@ static int run(const job *j)
     gf_image *img = gf_image_load(j->input);
     double t1 = now_ms(), t2 = t1;
     gf_pipeline_times times = {0};
+    gf_channel_stats stats[4];
     if (img) {
-        int run_status = gf_pipeline_run(&j->pipeline, backend, img, &times);
+        int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
+                                         j->output != NULL, &times);
         t2 = now_ms();
-        if (run_status == 0 && gf_image_save(img, j->output, j->format, j->quality) == 0)
+        if (run_status == 0 && j->stats) {
+            FILE *out = j->output && strcmp(j->output, "-") == 0 ? stderr : stdout;
+            gf_stats_print(out, j->stats, j->input, img->width, img->height, img->channels, stats);
+            fflush(out);
+        }
+        if (run_status == 0 && (!j->output || gf_image_save(img, j->output, j->format, j->quality) == 0))
             status = EXIT_SUCCESS;
         else if (run_status == -2)
             status = EXIT_USAGE;

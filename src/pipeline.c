@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path)
+static int append(gf_pipeline *pipeline, gf_op op)
 {
     if (pipeline->count == pipeline->capacity) {
         int capacity = pipeline->capacity * 2 + 4;
@@ -18,17 +18,37 @@ int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path)
         pipeline->ops = ops;
         pipeline->capacity = capacity;
     }
+    pipeline->ops[pipeline->count++] = op;
+    return 0;
+}
+
+int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path)
+{
     gf_mask *mask = malloc(sizeof *mask);
     if (!mask) {
         gf_set_error("out of memory");
         return -1;
     }
-    if (gf_mask_load(name_or_path, mask) < 0) {
+    if (gf_mask_load(name_or_path, mask) < 0 || append(pipeline, (gf_op){.kind = GF_OP_CONVOLVE, .mask = mask}) < 0) {
         free(mask);
         return -1;
     }
-    pipeline->ops[pipeline->count++] = (gf_op){GF_OP_CONVOLVE, mask};
     return 0;
+}
+
+int gf_pipeline_add_equalize(gf_pipeline *pipeline, gf_equalize_mode mode)
+{
+    return append(pipeline, (gf_op){.kind = GF_OP_EQUALIZE, .equalize = mode});
+}
+
+int gf_pipeline_add_stretch(gf_pipeline *pipeline, const gf_stretch *how)
+{
+    return append(pipeline, (gf_op){.kind = GF_OP_STRETCH, .stretch = *how});
+}
+
+int gf_colour_channels(int channels)
+{
+    return channels >= 3 ? 3 : 1;
 }
 
 void gf_pipeline_free(gf_pipeline *pipeline)
@@ -54,13 +74,14 @@ static double now_ms(void)
 }
 
 int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
-                    gf_pipeline_times *times)
+                    gf_channel_stats *stats, int download, gf_pipeline_times *times)
 {
     double t0 = now_ms();
     if (backend->upload(backend, img) < 0)
         return -1;
     double t1 = now_ms();
     const int filtered = gf_pipeline_channels_filtered(pipeline, img->channels);
+    const int colour = gf_colour_channels(img->channels);
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
         int status = 0;
@@ -68,14 +89,22 @@ int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *
         case GF_OP_CONVOLVE:
             status = backend->convolve(backend, op->mask, pipeline->border, filtered);
             break;
+        case GF_OP_EQUALIZE:
+            status = backend->equalize(backend, op->equalize, colour);
+            break;
+        case GF_OP_STRETCH:
+            status = backend->stretch(backend, &op->stretch, colour);
+            break;
         }
         if (status < 0)
             return status;
     }
+    if (stats && backend->statistics(backend, stats) < 0)
+        return -1;
     if (backend->finish(backend) < 0)
         return -1;
     double t2 = now_ms();
-    if (backend->download(backend, img) < 0)
+    if (download && backend->download(backend, img) < 0)
         return -1;
     double t3 = now_ms();
     if (times)

@@ -4,11 +4,13 @@
 
 #include "backend.h"
 
-typedef enum { GF_OP_CONVOLVE = 0 } gf_op_kind;
+typedef enum { GF_OP_CONVOLVE = 0, GF_OP_EQUALIZE, GF_OP_STRETCH } gf_op_kind;
 
 typedef struct {
     gf_op_kind kind;
-    gf_mask *mask;    /* GF_OP_CONVOLVE */
+    gf_mask *mask;              /* GF_OP_CONVOLVE */
+    gf_equalize_mode equalize;  /* GF_OP_EQUALIZE */
+    gf_stretch stretch;         /* GF_OP_STRETCH */
 } gf_op;
 
 typedef struct {
@@ -25,15 +27,23 @@ typedef struct {
 
 /* Append a convolution with the mask named or found at name_or_path. */
 int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path);
+int gf_pipeline_add_equalize(gf_pipeline *pipeline, gf_equalize_mode mode);
+int gf_pipeline_add_stretch(gf_pipeline *pipeline, const gf_stretch *how);
 void gf_pipeline_free(gf_pipeline *pipeline);
 
 /* Channels a convolution filters: all of them, or all but the last (alpha)
  * for gray+alpha and RGBA unless filter_alpha is set. */
 int gf_pipeline_channels_filtered(const gf_pipeline *pipeline, int channels);
 
-/* Upload img, run every operation in order, download the result into img.
- * Returns 0, -1 when the backend failed, -2 on a usage error (see backend.h). */
+/* Colour channels of an image: 1 for gray and gray+alpha, 3 for RGB(A).
+ * Tone operations change these only. */
+int gf_colour_channels(int channels);
+
+/* Upload img, run every operation in order; then measure the result into
+ * stats (one entry per channel) unless stats is NULL, and download it into
+ * img unless download is 0. Returns 0, -1 when the backend failed, -2 on a
+ * usage error (see backend.h). */
 int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
-                    gf_pipeline_times *times);
+                    gf_channel_stats *stats, int download, gf_pipeline_times *times);
 
 #endif

@@ -1,0 +1,93 @@
+/* tone.c - statistics derived from what a backend measures, and their
+ * table and JSON reports. */
+#include "tone_report.h"
+
+#include <math.h>
+#include <string.h>
+
+void gf_stats_summarize(const gf_channel_stats *s, gf_channel_summary *out)
+{
+    unsigned long long n = 0;
+    for (int v = 0; v < GF_BINS; v++)
+        n += s->histogram[v];
+    out->min = s->min;
+    out->max = s->max;
+    out->median = 0;
+    unsigned long long below = 0;
+    for (int v = 0; v < GF_BINS; v++) {
+        below += s->histogram[v];
+        if (2 * below >= n) {
+            out->median = v;
+            break;
+        }
+    }
+    /* population variance = (n * sum_sq - sum^2) / n^2, exact numerator */
+    unsigned __int128 numerator = (unsigned __int128)n * s->sum_squares -
+                                  (unsigned __int128)s->sum * s->sum;
+    long double nn = (long double)n;
+    out->mean = n ? (double)((long double)s->sum / nn) : 0.0;
+    out->std = n ? (double)sqrtl((long double)numerator / (nn * nn)) : 0.0;
+}
+
+const char *gf_channel_name(int channels, int c)
+{
+    static const char *const names[4][4] = {
+        {"gray"}, {"gray", "alpha"}, {"red", "green", "blue"}, {"red", "green", "blue", "alpha"}};
+    return names[channels - 1][c];
+}
+
+static void print_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+static void print_json(FILE *out, const char *file, int width, int height, int channels,
+                       const gf_channel_stats *per_channel)
+{
+    fprintf(out, "{\"file\": ");
+    print_json_string(out, file);
+    fprintf(out, ", \"width\": %d, \"height\": %d, \"channels\": [", width, height);
+    for (int c = 0; c < channels; c++) {
+        gf_channel_summary s;
+        gf_stats_summarize(&per_channel[c], &s);
+        fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
+                     "\"std\": %.17g, \"median\": %d, \"histogram\": [",
+                c ? "," : "", gf_channel_name(channels, c), s.min, s.max, s.mean, s.std, s.median);
+        for (int v = 0; v < GF_BINS; v++)
+            fprintf(out, "%s%llu", v ? ", " : "", per_channel[c].histogram[v]);
+        fprintf(out, "]}");
+    }
+    fprintf(out, "\n]}\n");
+}
+
+static void print_table(FILE *out, const char *file, int width, int height, int channels,
+                        const gf_channel_stats *per_channel)
+{
+    fprintf(out, "%s: %dx%d, %d channel%s\n", file, width, height, channels, channels > 1 ? "s" : "");
+    fprintf(out, "%-8s %5s %5s %10s %10s %7s\n", "channel", "min", "max", "mean", "std", "median");
+    for (int c = 0; c < channels; c++) {
+        gf_channel_summary s;
+        gf_stats_summarize(&per_channel[c], &s);
+        fprintf(out, "%-8s %5d %5d %10.4f %10.4f %7d\n", gf_channel_name(channels, c), s.min, s.max,
+                s.mean, s.std, s.median);
+    }
+}
+
+void gf_stats_print(FILE *out, gf_stats_format format, const char *file, int width, int height,
+                    int channels, const gf_channel_stats *per_channel)
+{
+    if (format == GF_STATS_JSON)
+        print_json(out, file, width, height, channels, per_channel);
+    else
+        print_table(out, file, width, height, channels, per_channel);
+}
