@@ -75,9 +75,15 @@ template <int C>
 __global__ void lut_apply_luma_kernel1(unsigned char *pixels, size_t count, const unsigned char *lut)
 {
     __shared__ unsigned char table[GF_BINS];
-    for (int i = threadIdx.x; i < GF_BINS; i += blockDim.x)
+    int unchanged = 1;
+    for (int i = threadIdx.x; i < GF_BINS; i += blockDim.x) {
         table[i] = lut[i];
-    __syncthreads();
+        unchanged &= lut[i] == i;
+    }
+    /* an identity table (a constant image) leaves the pixels as they are,
+     * rather than round-tripping them through 8-bit YCrCb */
+    if (__syncthreads_and(unchanged))
+        return;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
         gf_map_luma(pixels + i * C, table);

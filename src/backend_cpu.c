@@ -110,6 +110,10 @@ void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equal
         luma_histogram(pixels, count, channels, hist);
         cumulate(hist, cdf);
         gf_equalize_lut(hist, cdf, lut);
+        /* an identity table (a constant image) leaves the pixels as they
+         * are, rather than round-tripping them through 8-bit YCrCb */
+        if (gf_is_identity_lut(lut))
+            return;
         for (size_t i = 0; i < count; i++)
             gf_map_luma(pixels + i * channels, lut);
         return;

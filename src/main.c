@@ -246,6 +246,10 @@ static int parse_options(int argc, char **argv, job *j)
         case OPT_TILE:
             if (parse_tile(optarg, &j->backend_options.tile_width, &j->backend_options.tile_height) < 0)
                 return usage_error("tile '%s' is not WxH with positive whole numbers, or auto", optarg);
+            /* CUDA's limit on every device so far; the device's own limits
+             * (shared memory) are checked when the tile is launched */
+            if (j->backend_options.tile_width * j->backend_options.tile_height > 1024)
+                return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit", optarg);
             break;
         case OPT_KERNEL:
             if (strcmp(optarg, "naive") == 0)

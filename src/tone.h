@@ -60,6 +60,14 @@ GF_HOST_DEVICE void gf_identity_lut(unsigned char *lut)
         lut[v] = (unsigned char)v;
 }
 
+GF_HOST_DEVICE int gf_is_identity_lut(const unsigned char *lut)
+{
+    for (int v = 0; v < GF_BINS; v++)
+        if (lut[v] != v)
+            return 0;
+    return 1;
+}
+
 /* hist and its inclusive prefix sum cdf (cdf[255] = N). */
 GF_HOST_DEVICE void gf_equalize_lut(const unsigned long long *hist, const unsigned long long *cdf,
                                     unsigned char *lut)

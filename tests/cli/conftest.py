@@ -1,0 +1,188 @@
+"""pytest configuration for the gpufilter CLI suite.
+
+    python3 -m pytest tests/cli -q --backend cpu            # CI, no GPU needed
+    python3 -m pytest tests/cli -q -n 16 --backend cuda     # the GPU machine
+
+Options: --backend {cpu,cuda} (the backend under test, default cpu),
+--gpufilter PATH (default $GPUFILTER_BIN, else ../../build/gpufilter from here).
+Inputs are random and fresh each run; the seed is printed in the header and
+at the end; rerun with GPUFILTER_TEST_SEED=N to get the same data.
+"""
+
+import os
+import random
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gftest  # noqa: E402
+
+DEFAULT_BIN = Path(__file__).resolve().parent.parent.parent / "build" / "gpufilter"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gpufilter")
+    group.addoption("--backend", choices=["cpu", "cuda"], default="cpu",
+                    help="gpufilter backend under test (default cpu)")
+    group.addoption("--gpufilter", metavar="PATH", default=None,
+                    help="the binary (default $GPUFILTER_BIN or build/gpufilter)")
+
+
+def _binary_path(config):
+    p = config.getoption("--gpufilter") or os.environ.get("GPUFILTER_BIN") or DEFAULT_BIN
+    return Path(p).resolve()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda_only: runs only with --backend cuda")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and "gpufilter_seed" in workerinput:
+        seed = int(workerinput["gpufilter_seed"])
+    elif os.environ.get("GPUFILTER_TEST_SEED"):
+        seed = int(os.environ["GPUFILTER_TEST_SEED"])
+    else:
+        seed = random.SystemRandom().randrange(2**32)
+    config._gpufilter_seed = seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    # pytest-xdist: every worker uses the controller's seed.
+    node.workerinput["gpufilter_seed"] = node.config._gpufilter_seed
+
+
+def pytest_report_header(config):
+    return [
+        f"gpufilter: {_binary_path(config)}  backend: {config.getoption('--backend')}",
+        f"gpufilter: seed {config._gpufilter_seed} (rerun with GPUFILTER_TEST_SEED={config._gpufilter_seed})",
+    ]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if exitstatus != 0:
+        terminalreporter.write_line(
+            f"gpufilter: inputs came from GPUFILTER_TEST_SEED={config._gpufilter_seed}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--backend") == "cuda":
+        return
+    skip = pytest.mark.skip(reason="needs --backend cuda")
+    for item in items:
+        if "cuda_only" in item.keywords:
+            item.add_marker(skip)
+
+
+# ---------------------------------------------------------------------------
+# running the binary
+
+
+class Result:
+    def __init__(self, args, proc):
+        self.args = args
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr.decode("utf-8", "replace")
+
+    @property
+    def err_lines(self):
+        return [line for line in self.err.splitlines() if line.strip()]
+
+    def describe(self):
+        return (f"$ {' '.join(str(a) for a in self.args)}\n"
+                f"exit {self.rc}\nstderr: {self.err!r}\nstdout: {len(self.out)} bytes")
+
+    def ok(self):
+        assert self.rc == 0, "gpufilter failed\n" + self.describe()
+        return self
+
+
+class Gpufilter:
+    """Runs the binary: gf.run(*args) returns a Result; gf.filter(...) runs
+    one job on the backend under test and asserts success."""
+
+    def __init__(self, path, backend):
+        self.path = path
+        self.backend = backend
+
+    def env(self, extra=None):
+        env = dict(os.environ)
+        env.pop("GPUFILTER_MASKS", None)  # hermetic: only the built-in masks
+        if extra:
+            env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def run(self, *args, stdin=None, env=None, cwd=None, timeout=180):
+        if not self.path.exists():
+            pytest.fail(f"gpufilter binary not found at {self.path} "
+                        "(build it with make, or pass --gpufilter / set GPUFILTER_BIN)")
+        argv = [str(self.path)] + [str(a) for a in args]
+        proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
+                              timeout=timeout)
+        return Result(argv, proc)
+
+    def filter(self, src, dst, masks=(), border=None, backend=None, extra=(), **kw):
+        args = ["--backend", backend or self.backend]
+        for m in masks:
+            args += ["-m", m]
+        if border is not None:
+            args += ["-b", border]
+        args += list(extra) + [src, dst]
+        return self.run(*args, **kw).ok()
+
+    def apply(self, tmp_path, img, masks=(), border=None, backend=None, extra=(), tag="x"):
+        """Write img to a PNG, filter it, return the decoded output."""
+        src = gftest.write_png(tmp_path / f"in-{tag}.png", img)
+        dst = tmp_path / f"out-{tag}-{backend or self.backend}.png"
+        self.filter(src, dst, masks, border, backend, extra)
+        return gftest.read_png(dst)
+
+
+@pytest.fixture(scope="session")
+def backend(pytestconfig):
+    return pytestconfig.getoption("--backend")
+
+
+@pytest.fixture(scope="session")
+def gf(pytestconfig, backend):
+    return Gpufilter(_binary_path(pytestconfig), backend)
+
+
+@pytest.fixture(scope="session")
+def gpu_usable(gf):
+    """Whether `gpufilter --list-devices` finds a usable GPU (exit 0)."""
+    r = gf.run("--list-devices")
+    assert r.rc in (0, 1), "--list-devices must exit 0 or 1\n" + r.describe()
+    return r.rc == 0
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the run's seed and the test's id, so one test
+    reproduces alone (GPUFILTER_TEST_SEED) and under pytest-xdist."""
+    seed = request.config._gpufilter_seed
+    node = zlib.crc32(request.node.nodeid.encode())
+    print(f"GPUFILTER_TEST_SEED={seed} (test stream {node})")
+    return np.random.default_rng([seed, node])
+
+
+@pytest.fixture
+def check_cuda_matches_cpu(gf, backend):
+    """With --backend cuda: run the same job on the CPU backend too and
+    compare; with --backend cpu: nothing to do."""
+
+    def check(tmp_path, img, got, masks=(), border=None, extra=(), tag="x"):
+        if backend != "cuda":
+            return
+        ref = gf.apply(tmp_path, img, masks, border, backend="cpu", extra=extra,
+                       tag=tag + "-cpuref")
+        gftest.assert_close(got, ref, what="cuda vs cpu backend")
+
+    return check

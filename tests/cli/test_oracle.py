@@ -1,0 +1,421 @@
+"""Convolution results against an independent float64 oracle (gftest.apply_mask:
+scipy.ndimage correlation, numpy rint, clip). With --backend cuda every result
+is also compared with the same binary's --backend cpu output."""
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+from gftest import (BORDERS, MODES, apply_mask, apply_masks, assert_close,
+                    assert_equal_image, builtin_mask_names, correlate,
+                    format_matrix, load_mask, parse_mask, photo_with_channels,
+                    random_image, read_png, write_png)
+
+MASKS = builtin_mask_names()
+CHANNELS = [1, 2, 3, 4]
+SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (257, 131), "photo"]  # W x H
+
+
+def size_id(size):
+    return size if isinstance(size, str) else f"{size[0]}x{size[1]}"
+
+
+def make_input(rng, size, channels):
+    if size == "photo":
+        return photo_with_channels(rng, channels)
+    w, h = size
+    return random_image(rng, w, h, channels)
+
+
+def run_and_check(gf, tmp_path, rng_img, masks, border, check_cuda, extra=(),
+                  filter_alpha=False, want=None, tag="x"):
+    """Filter img with the backend under test; compare with the CPU backend
+    (cuda runs) and with the oracle. Returns the output."""
+    img = rng_img
+    got = gf.apply(tmp_path, img, masks, border, extra=extra, tag=tag)
+    assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
+    c = img.shape[2]
+    if c in (2, 4) and not filter_alpha:
+        assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")
+    check_cuda(tmp_path, img, got, masks, border, extra=extra, tag=tag)
+    if want is None:
+        want = apply_masks(img, masks, border or "nearest", filter_alpha)
+    assert_close(got, want, what=f"{' '.join(masks)} border={border} vs oracle")
+    return got
+
+
+# ---------------------------------------------------------------------------
+# the oracle itself
+
+
+def test_oracle_selfcheck():
+    """The padded correlation equals scipy.ndimage (1-D extension everywhere,
+    n-D for masks up to 9x9), so the oracle has scipy's semantics."""
+    rng = np.random.default_rng(12345)
+    for n in range(1, 8):
+        x = rng.integers(0, 256, n).astype(np.float64)
+        for k in range(1, 32):
+            w = rng.random(k)
+            for border in BORDERS:
+                want = ndi.correlate1d(x, w, mode=border, cval=0.0)
+                got = correlate(x[None, :], w[None, :], border)[0]
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9,
+                                           err_msg=f"n={n} k={k} {border}")
+    for h, w in [(1, 1), (7, 1), (1, 7), (3, 2), (5, 7), (13, 11)]:
+        x = rng.integers(0, 256, (h, w)).astype(np.float64)
+        for kh, kw in [(1, 1), (3, 3), (2, 2), (6, 4), (9, 9), (1, 5), (5, 1)]:
+            wt = rng.random((kh, kw)) - 0.3
+            for border in BORDERS:
+                want = ndi.correlate(x, wt, mode=border, cval=0.0)
+                got = correlate(x, wt, border)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9,
+                                           err_msg=f"{h}x{w} mask {kh}x{kw} {border}")
+
+
+def test_builtin_masks_parse():
+    assert len(MASKS) == 18, MASKS
+    for name in MASKS:
+        m = load_mask(name)
+        assert m.description, name
+        assert all(mt.weights.shape == (m.height, m.width) for mt in m.matrices)
+
+
+# ---------------------------------------------------------------------------
+# every built-in mask x border x channels x size
+
+
+GRID = [pytest.param(m, b, c, s, id=f"{m}-{b}-c{c}-{size_id(s)}")
+        for m in MASKS for b in BORDERS for c in CHANNELS for s in SIZES]
+
+
+@pytest.mark.parametrize("mask,border,channels,size", GRID)
+def test_builtin_mask(gf, rng, tmp_path, check_cuda_matches_cpu, mask, border, channels, size):
+    img = make_input(rng, size, channels)
+    run_and_check(gf, tmp_path, img, [mask], border, check_cuda_matches_cpu)
+
+
+@pytest.mark.parametrize("channels", CHANNELS, ids=lambda c: f"c{c}")
+@pytest.mark.parametrize("mask", ["gaussian5", "sobel", "motion9"])
+def test_default_border_is_nearest(gf, rng, tmp_path, check_cuda_matches_cpu, mask, channels):
+    img = random_image(rng, 37, 23, channels)
+    got = run_and_check(gf, tmp_path, img, [mask], None, check_cuda_matches_cpu)
+    assert_close(got, apply_mask(img, load_mask(mask), "nearest"))
+
+
+# ---------------------------------------------------------------------------
+# chains
+
+
+CHAINS = [("gaussian5", "sharpen"), ("sharpen", "gaussian5"),
+          ("sobel-x", "box3", "emboss"), ("box9", "identity", "laplacian")]
+CHAIN_INPUTS = [(1, (257, 131)), (4, (257, 131)), (3, "photo"), (2, (2, 3))]
+
+
+@pytest.mark.parametrize("channels,size", CHAIN_INPUTS, ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("chain", CHAINS, ids=lambda ch: "+".join(ch))
+def test_chain(gf, rng, tmp_path, check_cuda_matches_cpu, chain, border, channels, size):
+    img = make_input(rng, size, channels)
+    run_and_check(gf, tmp_path, img, list(chain), border, check_cuda_matches_cpu)
+
+
+def test_chain_rounds_between_masks(gf, rng, tmp_path):
+    """Each mask rounds and clamps to uint8 before the next one: laplacian
+    (clamps negatives to 0) then sobel-x differs from any float pipeline."""
+    img = random_image(rng, 64, 48, 1)
+    got = gf.apply(tmp_path, img, ["laplacian", "sobel-x"], "reflect")
+    step = apply_mask(img, load_mask("laplacian"), "reflect")
+    assert (step == 0).any() and (step == 255).any()  # clamping did happen
+    assert_close(got, apply_mask(step, load_mask("sobel-x"), "reflect"))
+
+
+# ---------------------------------------------------------------------------
+# --filter-alpha
+
+
+@pytest.mark.parametrize("channels", [2, 4], ids=lambda c: f"c{c}")
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("mask", ["box3", "sobel", "sharpen", "gaussian7"])
+def test_filter_alpha(gf, rng, tmp_path, check_cuda_matches_cpu, mask, border, channels):
+    img = random_image(rng, 257, 131, channels)
+    got = run_and_check(gf, tmp_path, img, [mask], border, check_cuda_matches_cpu,
+                        extra=["--filter-alpha"], filter_alpha=True)
+    assert not np.array_equal(got[:, :, -1], img[:, :, -1]), "alpha was not filtered"
+
+
+@pytest.mark.parametrize("channels", CHANNELS, ids=lambda c: f"c{c}")
+def test_filter_alpha_photo(gf, rng, tmp_path, check_cuda_matches_cpu, channels):
+    img = photo_with_channels(rng, channels)
+    run_and_check(gf, tmp_path, img, ["gaussian5", "sobel"], "mirror", check_cuda_matches_cpu,
+                  extra=["--filter-alpha"], filter_alpha=True)
+
+
+# ---------------------------------------------------------------------------
+# user mask files
+
+
+def int_weights(rng, h, w, lo=-4, hi=4):
+    while True:
+        wt = rng.integers(lo, hi + 1, size=(h, w)).astype(np.float64)
+        if np.count_nonzero(wt) >= min(2, wt.size) and (wt.size == 1 or len(np.unique(wt)) > 1):
+            return wt
+
+
+def user_mask_text(rng, kind):
+    """Mask text for one odd shape (kind = 'WxH')."""
+    w, h = (int(v) for v in kind.split("x"))
+    if kind == "1x1":
+        return format_matrix([[float(rng.integers(2, 6))]], scale=int(rng.integers(3, 7)),
+                             offset=int(rng.integers(-30, 31)))
+    if w * h >= 31:  # random fractional weights, summing to about 1
+        wt = rng.random((h, w))
+        wt = wt / wt.sum() * rng.uniform(0.8, 1.2)
+        return "# random fractional weights\n" + format_matrix(wt)
+    wt = int_weights(rng, h, w)
+    scale = max(1.0, float(np.abs(wt).sum()) / 2)
+    return format_matrix(wt, scale=scale, offset=int(rng.integers(0, 129)))
+
+
+USER_SHAPES = ["1x1", "1x5", "5x1", "2x2", "4x6", "6x4", "31x31", "31x1", "1x31"]
+USER_INPUTS = [(3, (257, 131)), (4, (2, 3)), (1, (1, 7)), (2, (40, 1))]
+
+
+@pytest.mark.parametrize("channels,size", USER_INPUTS,
+                         ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("shape", USER_SHAPES)
+def test_user_mask_shapes(gf, rng, tmp_path, check_cuda_matches_cpu, shape, border, channels, size):
+    text = user_mask_text(rng, shape)
+    path = tmp_path / f"user{shape}.mask"
+    path.write_text(text)
+    mask = parse_mask(text)
+    w, h = (int(v) for v in shape.split("x"))
+    assert (mask.width, mask.height) == (w, h)
+    img = make_input(rng, size, channels)
+    want = apply_mask(img, mask, border)
+    run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu, want=want)
+
+
+@pytest.mark.parametrize("channels", CHANNELS, ids=lambda c: f"c{c}")
+@pytest.mark.parametrize("border", BORDERS)
+def test_mask_larger_than_image(gf, rng, tmp_path, check_cuda_matches_cpu, border, channels):
+    """A 31x31 mask on a 7x5 image: the border extends over several periods."""
+    wt = rng.random((31, 31)) - 0.25
+    text = format_matrix(wt / wt.sum(), scale=1, offset=3)
+    path = tmp_path / "big.mask"
+    path.write_text(text)
+    img = random_image(rng, 7, 5, channels)
+    want = apply_mask(img, parse_mask(text), border)
+    run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu, want=want)
+
+
+def test_even_mask_anchor(gf, rng, tmp_path):
+    """2x2 mask, anchor (1, 1): a one-hot weight at (row r, col c) reads pixel
+    (y + r - 1, x + c - 1). Checked with plain slicing, not scipy."""
+    img = random_image(rng, 9, 6, 1)[:, :, 0]
+    for r in range(2):
+        for c in range(2):
+            wt = np.zeros((2, 2))
+            wt[r, c] = 1
+            path = tmp_path / f"d{r}{c}.mask"
+            path.write_text(format_matrix(wt))
+            got = gf.apply(tmp_path, img, [str(path)], "nearest", tag=f"d{r}{c}")[:, :, 0]
+            padded = np.pad(img, 1, mode="edge")
+            want = padded[r:r + 6, c:c + 9]
+            assert_equal_image(got, want, what=f"one-hot 2x2 at row {r} col {c}")
+
+
+def test_correlation_not_convolution(gf, rng, tmp_path):
+    """'0 0 0 / 0 0 1 / 0 0 0' reads the right neighbour: out[y, x] = in[y, x + 1]."""
+    img = random_image(rng, 11, 7, 1)[:, :, 0]
+    path = tmp_path / "right.mask"
+    path.write_text("3 3\n0 0 0\n0 0 1\n0 0 0\n")
+    got = gf.apply(tmp_path, img, [str(path)], "wrap", tag="r")[:, :, 0]
+    assert_equal_image(got, np.roll(img, -1, axis=1), what="right neighbour (wrap)")
+    path.write_text("3 3\n0 1 0\n0 0 0\n0 0 0\n")
+    got = gf.apply(tmp_path, img, [str(path)], "constant", tag="u")[:, :, 0]
+    want = np.zeros_like(img)
+    want[1:] = img[:-1]
+    assert_equal_image(got, want, what="upper neighbour (constant)")
+
+
+# ---------------------------------------------------------------------------
+# scale, offset, negative weights, rounding, clamping
+
+
+SIGNED_MASKS = {
+    "neg-scale4-off128": "3 3 4 128\n-1 -2 0\n-2 0 2\n0 2 1\n",
+    "invert": "# 255 - pixel\n3 3 1 255\n0 0 0\n0 -1 0\n0 0 0\n",
+    "neg-sum-off255": "3 3 2 255\n-1 -1 -1\n-1 -2 -1\n-1 -1 -1\n",
+    "frac-offset": "3 3 3 0.5\n1 -1 1\n-1 2 -1\n1 -1 1\n",
+    "frac-scale": "3 1 0.5 -100\n-1 1 0.5\n",
+    "header-wh-only": "3 3\n0 -1 0\n-1 4 -1\n0 -1 0\n",
+    "header-no-offset": "3 3 2\n1 0 -1\n2 0 -2\n1 0 -1\n",
+    "magnitude-one-matrix": "combine magnitude\n3 3 2 0\n1 0 -1\n2 0 -2\n1 0 -1\n",
+}
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("name", list(SIGNED_MASKS))
+def test_signed_masks(gf, rng, tmp_path, check_cuda_matches_cpu, name, border):
+    text = SIGNED_MASKS[name]
+    path = tmp_path / f"{name}.mask"
+    path.write_text(text)
+    img = random_image(rng, 61, 17, 3)
+    want = apply_mask(img, parse_mask(text), border)
+    run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu, want=want)
+
+
+def test_invert_exact(gf, rng, tmp_path):
+    img = random_image(rng, 33, 9, 4)
+    path = tmp_path / "inv.mask"
+    path.write_text(SIGNED_MASKS["invert"])
+    got = gf.apply(tmp_path, img, [str(path)], "constant")
+    assert_equal_image(got[:, :, :3], 255 - img[:, :, :3], what="255 - pixel")
+    assert_equal_image(got[:, :, 3], img[:, :, 3], what="alpha")
+
+
+def test_round_half_to_even(gf, tmp_path):
+    """v / 2 for every pixel value: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 3.5 -> 4 ..."""
+    img = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
+    path = tmp_path / "half.mask"
+    path.write_text("1 1 2 0\n1\n")
+    got = gf.apply(tmp_path, img, [str(path)])[:, :, 0].astype(int).ravel()
+    assert list(got[:8]) == [0, 0, 1, 2, 2, 2, 3, 4]
+    for v in range(256):
+        q, r = divmod(v, 2)
+        want = q if r == 0 else (q if q % 2 == 0 else q + 1)
+        assert got[v] == want, f"{v}/2 gave {got[v]}, expected {want} (half to even)"
+
+
+def test_round_half_to_even_with_offset(gf, tmp_path):
+    """v / 4 + 0.25: (v % 4 == 1) -> .5 ties, half to even."""
+    img = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
+    path = tmp_path / "q.mask"
+    path.write_text("1 1 4 0.25\n1\n")
+    got = gf.apply(tmp_path, img, [str(path)])[:, :, 0].astype(int).ravel()
+    assert list(got[:10]) == [0, 0, 1, 1, 1, 2, 2, 2, 2, 2]
+    assert_equal_image(got, np.rint(np.arange(256) / 4 + 0.25).astype(int))
+
+
+@pytest.mark.parametrize("offset,value", [(-300, 0), (300, 255), (-255.6, 0), (255.4, 255)])
+def test_clamp(gf, rng, tmp_path, offset, value):
+    img = random_image(rng, 20, 10, 3)
+    path = tmp_path / "c.mask"
+    path.write_text(f"1 1 1 {offset}\n1\n")
+    got = gf.apply(tmp_path, img, [str(path)])
+    assert (got == value).all(), f"offset {offset}: values {np.unique(got)[:10]}, expected all {value}"
+
+
+# ---------------------------------------------------------------------------
+# several matrices: combine max / min / sum / magnitude
+
+
+def combine_text(rng, combine, count, w, h):
+    parts = [f"# {combine} of {count} random {w}x{h} matrices", f"combine {combine}"]
+    for k in range(count):
+        wt = int_weights(rng, h, w, -3, 3)
+        scale = max(1.0, float(np.abs(wt).sum()) / 2)
+        parts.append(format_matrix(wt, scale=scale, offset=int(rng.integers(-20, 100))).rstrip())
+    return "\n".join(parts) + "\n"
+
+
+COMBINE_CASES = [("max", 2, 3, 3), ("min", 2, 3, 3), ("sum", 2, 3, 3),
+                 ("max", 3, 5, 5), ("min", 4, 3, 5), ("sum", 3, 1, 3),
+                 ("magnitude", 3, 3, 3), ("magnitude", 2, 5, 1)]
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("combine,count,w,h", COMBINE_CASES,
+                         ids=[f"{c}{n}-{w}x{h}" for c, n, w, h in COMBINE_CASES])
+def test_combine(gf, rng, tmp_path, check_cuda_matches_cpu, combine, count, w, h, border):
+    text = combine_text(rng, combine, count, w, h)
+    path = tmp_path / f"{combine}.mask"
+    path.write_text(text)
+    mask = parse_mask(text)
+    assert len(mask.matrices) == count
+    for channels, size in [(3, (257, 131)), (2, (2, 3))]:
+        img = make_input(rng, size, channels)
+        want = apply_mask(img, mask, border)
+        run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu,
+                      want=want, tag=f"c{channels}")
+
+
+def test_combine_differs_from_first_matrix(gf, rng, tmp_path):
+    """max and min of two different matrices give different images."""
+    a, b = "3 3 1 0\n0 0 0\n1 0 0\n0 0 0\n", "3 3 1 0\n0 0 0\n0 0 1\n0 0 0\n"
+    img = random_image(rng, 30, 20, 1)
+    outs = {}
+    for combine in ("max", "min", "sum"):
+        path = tmp_path / f"{combine}.mask"
+        path.write_text(f"combine {combine}\n{a}{b}")
+        outs[combine] = gf.apply(tmp_path, img, [str(path)], "wrap", tag=combine)[:, :, 0].astype(int)
+    left, right = np.roll(img[:, :, 0], 1, axis=1).astype(int), np.roll(img[:, :, 0], -1, axis=1).astype(int)
+    assert_equal_image(outs["max"], np.maximum(left, right), "max")
+    assert_equal_image(outs["min"], np.minimum(left, right), "min")
+    assert_equal_image(outs["sum"], np.minimum(left + right, 255), "sum")
+
+
+# ---------------------------------------------------------------------------
+# CUDA only: tile shapes and kernel versions against the CPU backend
+
+
+TILES = ["32x8", "16x16", "8x8", "32x32", "64x4", "128x1", "1x32", "7x3", "1x1", "auto"]
+KERNELS = ["naive", "tiled"]
+SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9", 4)]
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("tile", TILES)
+def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
+    img = random_image(rng, 257, 131, channels)
+    extra = ["--tile", tile, "--kernel", kernel]
+    got = gf.apply(tmp_path, img, [mask], border, backend="cuda", extra=extra, tag="cuda")
+    ref = gf.apply(tmp_path, img, [mask], border, backend="cpu", tag="cpu")
+    assert_close(got, ref, what=f"cuda {tile} {kernel} vs cpu")
+    assert_close(got, apply_mask(img, load_mask(mask), border), what="cuda vs oracle")
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("tile", ["32x8", "16x16", "7x3", "1x32"])
+def test_cuda_tiles_small_images(gf, rng, tmp_path, tile, kernel, size):
+    for border in BORDERS:
+        img = random_image(rng, size[0], size[1], 4)
+        extra = ["--tile", tile, "--kernel", kernel]
+        got = gf.apply(tmp_path, img, ["gaussian7"], border, backend="cuda", extra=extra, tag=border)
+        assert_close(got, apply_mask(img, load_mask("gaussian7"), border),
+                     what=f"cuda {tile} {kernel} {border} vs oracle")
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("tile", ["32x8", "16x16", "auto"])
+def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
+    wt = rng.random((31, 31))
+    text = format_matrix(wt / wt.sum())
+    path = tmp_path / "big.mask"
+    path.write_text(text)
+    img = random_image(rng, 257, 131, 3)
+    extra = ["--tile", tile, "--kernel", kernel]
+    got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda", extra=extra, tag="cuda")
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
+    assert_close(got, ref, what=f"cuda {tile} {kernel} vs cpu")
+    assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda vs oracle")
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cuda_big_photo(gf, rng, tmp_path, kernel):
+    """A 1000x872 photo (more blocks than SMs) through a chain."""
+    img = photo_with_channels(rng, 4, name="hubble_deep_field.jpg")
+    masks = ["gaussian7", "sobel", "box5"]
+    got = gf.apply(tmp_path, img, masks, "reflect", backend="cuda",
+                   extra=["--kernel", kernel], tag="cuda")
+    ref = gf.apply(tmp_path, img, masks, "reflect", backend="cpu", tag="cpu")
+    assert_close(got, ref, what="cuda vs cpu")
