@@ -85,9 +85,10 @@ demo: $(BUILD)/gpufilter
 
 # ---- tests --------------------------------------------------------------------
 
-$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) | $(BUILD)/obj
+$(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD)/obj
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
-	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $^ $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -lm
+	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) \
+	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -lm
 
 test-unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t || exit 1; done

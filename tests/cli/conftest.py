@@ -32,6 +32,11 @@ def pytest_addoption(parser):
                     help="gpufilter backend under test (default cpu)")
     group.addoption("--gpufilter", metavar="PATH", default=None,
                     help="the binary (default $GPUFILTER_BIN or build/gpufilter)")
+    group.addoption("--grid", choices=["full", "reduced"], default=None,
+                    help="full (default, or $GPUFILTER_GRID): every parametrized case; "
+                         "reduced: every k-th case of the big grids (tests marked "
+                         "reduce(k)), a covering subset for a quick CUDA check, where "
+                         "each run of the binary pays ~0.2 s of CUDA start-up")
 
 
 def _binary_path(config):
@@ -41,6 +46,7 @@ def _binary_path(config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda_only: runs only with --backend cuda")
+    config.addinivalue_line("markers", "reduce(k): with --grid reduced, keep every k-th case")
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "gpufilter_seed" in workerinput:
         seed = int(workerinput["gpufilter_seed"])
@@ -57,9 +63,17 @@ def pytest_configure_node(node):
     node.workerinput["gpufilter_seed"] = node.config._gpufilter_seed
 
 
+def grid_mode(config):
+    mode = config.getoption("--grid") or os.environ.get("GPUFILTER_GRID") or "full"
+    if mode not in ("full", "reduced"):
+        raise pytest.UsageError(f"--grid / GPUFILTER_GRID: unknown grid {mode!r}")
+    return mode
+
+
 def pytest_report_header(config):
     return [
-        f"gpufilter: {_binary_path(config)}  backend: {config.getoption('--backend')}",
+        f"gpufilter: {_binary_path(config)}  backend: {config.getoption('--backend')}"
+        f"  grid: {grid_mode(config)}",
         f"gpufilter: seed {config._gpufilter_seed} (rerun with GPUFILTER_TEST_SEED={config._gpufilter_seed})",
     ]
 
@@ -70,7 +84,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"gpufilter: inputs came from GPUFILTER_TEST_SEED={config._gpufilter_seed}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m, so a case keeps its place
 def pytest_collection_modifyitems(config, items):
+    if grid_mode(config) == "reduced":
+        # Keep every k-th case of each test function marked reduce(k), in
+        # collection order: a deterministic covering subset of the grid (the
+        # same on every pytest-xdist worker).
+        keep, drop, seen = [], [], {}
+        for item in items:
+            mark = item.get_closest_marker("reduce")
+            if mark is None:
+                keep.append(item)
+                continue
+            key = (item.nodeid.split("[")[0])
+            index = seen.get(key, 0)
+            seen[key] = index + 1
+            (keep if index % int(mark.args[0]) == 0 else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
     if config.getoption("--backend") == "cuda":
         return
     skip = pytest.mark.skip(reason="needs --backend cuda")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close, assert_equal_image,
-                    load_mask, photo, photo_with_channels, random_image, read_image,
-                    read_png, write_png)
+from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close,
+                    assert_equal_image, photo, photo_with_channels, random_image,
+                    read_image, read_png, write_png)
 
 CHANNELS = [1, 2, 3, 4]
 

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 
-from gftest import (BORDERS, MODES, apply_mask, apply_masks, assert_close,
-                    assert_equal_image, builtin_mask_names, correlate,
-                    format_matrix, load_mask, parse_mask, photo_with_channels,
-                    random_image, read_png, write_png)
+from gftest import (BORDERS, apply_mask, apply_masks, assert_close, assert_equal_image,
+                    builtin_mask_names, correlate, format_matrix, load_mask, parse_mask,
+                    photo_with_channels, random_image)
 
 MASKS = builtin_mask_names()
 CHANNELS = [1, 2, 3, 4]
@@ -88,6 +87,7 @@ GRID = [pytest.param(m, b, c, s, id=f"{m}-{b}-c{c}-{size_id(s)}")
         for m in MASKS for b in BORDERS for c in CHANNELS for s in SIZES]
 
 
+@pytest.mark.reduce(5)  # 5 is prime to 6 sizes and 4 channel counts: a covering subset
 @pytest.mark.parametrize("mask,border,channels,size", GRID)
 def test_builtin_mask(gf, rng, tmp_path, check_cuda_matches_cpu, mask, border, channels, size):
     img = make_input(rng, size, channels)
@@ -111,6 +111,7 @@ CHAINS = [("gaussian5", "sharpen"), ("sharpen", "gaussian5"),
 CHAIN_INPUTS = [(1, (257, 131)), (4, (257, 131)), (3, "photo"), (2, (2, 3))]
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("channels,size", CHAIN_INPUTS, ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("chain", CHAINS, ids=lambda ch: "+".join(ch))
@@ -133,6 +134,7 @@ def test_chain_rounds_between_masks(gf, rng, tmp_path):
 # --filter-alpha
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("channels", [2, 4], ids=lambda c: f"c{c}")
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask", ["box3", "sobel", "sharpen", "gaussian7"])
@@ -180,6 +182,7 @@ USER_SHAPES = ["1x1", "1x5", "5x1", "2x2", "4x6", "6x4", "31x31", "31x1", "1x31"
 USER_INPUTS = [(3, (257, 131)), (4, (2, 3)), (1, (1, 7)), (2, (40, 1))]
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("channels,size", USER_INPUTS,
                          ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
 @pytest.mark.parametrize("border", BORDERS)
@@ -255,6 +258,7 @@ SIGNED_MASKS = {
 }
 
 
+@pytest.mark.reduce(2)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("name", list(SIGNED_MASKS))
 def test_signed_masks(gf, rng, tmp_path, check_cuda_matches_cpu, name, border):
@@ -325,6 +329,7 @@ COMBINE_CASES = [("max", 2, 3, 3), ("min", 2, 3, 3), ("sum", 2, 3, 3),
                  ("magnitude", 3, 3, 3), ("magnitude", 2, 5, 1)]
 
 
+@pytest.mark.reduce(2)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("combine,count,w,h", COMBINE_CASES,
                          ids=[f"{c}{n}-{w}x{h}" for c, n, w, h in COMBINE_CASES])
@@ -366,6 +371,7 @@ SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9"
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -380,16 +386,18 @@ def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
+@pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("tile", ["32x8", "16x16", "7x3", "1x32"])
-def test_cuda_tiles_small_images(gf, rng, tmp_path, tile, kernel, size):
-    for border in BORDERS:
-        img = random_image(rng, size[0], size[1], 4)
-        extra = ["--tile", tile, "--kernel", kernel]
-        got = gf.apply(tmp_path, img, ["gaussian7"], border, backend="cuda", extra=extra, tag=border)
-        assert_close(got, apply_mask(img, load_mask("gaussian7"), border),
-                     what=f"cuda {tile} {kernel} {border} vs oracle")
+def test_cuda_tiles_small_images(gf, rng, tmp_path, tile, kernel, size, border):
+    """Images smaller than the halo: every tap goes through the border."""
+    img = random_image(rng, size[0], size[1], 4)
+    extra = ["--tile", tile, "--kernel", kernel]
+    got = gf.apply(tmp_path, img, ["gaussian7"], border, backend="cuda", extra=extra)
+    assert_close(got, apply_mask(img, load_mask("gaussian7"), border),
+                 what=f"cuda {tile} {kernel} {border} vs oracle")
 
 
 @pytest.mark.cuda_only

@@ -26,23 +26,11 @@
 #include "image.h"
 #include "util.h"
 
+#include "test_rng.h"
+
 /* ---------------------------------------------------------------- helpers */
 
-static uint64_t rng_state;
 static char tmpdir[64];
-
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static int rng_int(int lo, int hi)
-{
-    return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
-}
 
 static gf_image *new_image(int w, int h, int c)
 {
@@ -1125,14 +1113,7 @@ static void test_stdin_stdout(void **state)
 
 int main(void)
 {
-    const char *s = getenv("GF_TEST_SEED");
-    uint64_t seed = s ? strtoull(s, NULL, 0) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
-    if (seed == 0)
-        seed = 1;
-    rng_state = seed;
-    printf("test_image: seed %llu (replay with GF_TEST_SEED=%llu)\n",
-           (unsigned long long)seed, (unsigned long long)seed);
-    fflush(stdout);
+    rng_seed("test_image");
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_new_and_bytes, clean_tmpdir),

@@ -25,24 +25,10 @@
 #define GF_TEST_MASKS_DIR "masks"
 #endif
 
+#include "test_rng.h"
+
 /* ---------------------------------------------------------------- helpers */
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-/* uniform integer in lo..hi */
-static int rng_int(int lo, int hi)
-{
-    return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
-}
 
 /* A random weight that is exactly representable and prints exactly with %.17g:
  * small integers, quarters, or arbitrary doubles. */
@@ -909,14 +895,7 @@ static void test_named_via_env(void **state)
 
 int main(void)
 {
-    const char *s = getenv("GF_TEST_SEED");
-    uint64_t seed = s ? strtoull(s, NULL, 0) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
-    if (seed == 0)
-        seed = 1;
-    rng_state = seed;
-    printf("test_mask: seed %llu (replay with GF_TEST_SEED=%llu)\n",
-           (unsigned long long)seed, (unsigned long long)seed);
-    fflush(stdout);
+    rng_seed("test_mask");
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sobel_two_matrices),
