@@ -21,15 +21,10 @@ MASKS_DIR = REPO / "masks"
 
 
 def _images_dir():
-    """Where the sample photos are: $GPUFILTER_TEST_IMAGES, the checkout's
-    shared/images, or ../shared/images beside it (the first that has
-    astronaut.png)."""
-    candidates = [os.environ.get("GPUFILTER_TEST_IMAGES"), REPO / "shared" / "images",
-                  REPO.parent / "shared" / "images"]
-    for c in candidates:
-        if c and (Path(c) / "astronaut.png").is_file():
-            return Path(c)
-    return Path(candidates[0] or REPO.parent / "shared" / "images")
+    """Where the sample photos are: $GPUFILTER_TEST_IMAGES, else the
+    checkout's tests/data/images (CC0 / public-domain photos, see its
+    LICENSES.md)."""
+    return Path(os.environ.get("GPUFILTER_TEST_IMAGES") or REPO / "tests" / "data" / "images")
 
 
 IMAGES_DIR = _images_dir()
