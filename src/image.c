@@ -19,6 +19,13 @@
 
 #include "util.h"
 
+static size_t max_pixels = GF_DEFAULT_MAX_PIXELS;
+
+void gf_image_set_max_pixels(size_t limit)
+{
+    max_pixels = limit;
+}
+
 gf_image *gf_image_new(int width, int height, int channels)
 {
     size_t pixels, bytes;
@@ -61,9 +68,9 @@ static unsigned char *read_stream(FILE *f, size_t *size)
     unsigned char *data = malloc(capacity);
     while (data) {
         used += fread(data + used, 1, capacity - used, f);
-        if (used < capacity)
+        if (used < capacity || used > (size_t)INT_MAX)  /* stb decodes at most INT_MAX bytes */
             break;
-        unsigned char *bigger = capacity > SIZE_MAX / 2 ? NULL : realloc(data, capacity * 2);
+        unsigned char *bigger = realloc(data, capacity * 2);
         if (!bigger) {
             free(data);
             data = NULL;
@@ -181,6 +188,11 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
     int width, height, channels;
     if (!stbi_info_from_memory(data, (int)size, &width, &height, &channels)) {
         gf_set_error("%s: not an image in a format this tool reads (%s)", name, stbi_failure_reason());
+        return NULL;
+    }
+    if ((size_t)width * (size_t)height > max_pixels) {
+        gf_set_error("%s: %dx%d is %zu pixels, over the limit of %zu (--max-pixels)", name, width,
+                     height, (size_t)width * (size_t)height, max_pixels);
         return NULL;
     }
     if (is_truncated(data, size)) {

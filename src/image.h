@@ -25,8 +25,13 @@ gf_image *gf_image_new(int width, int height, int channels);
 void gf_image_free(gf_image *img);
 size_t gf_image_bytes(const gf_image *img);
 
+/* Images with more pixels than this are refused before they are decoded. */
+#define GF_DEFAULT_MAX_PIXELS ((size_t)1 << 30)  /* 1 Gpx: 4 GiB as RGBA */
+void gf_image_set_max_pixels(size_t max_pixels);
+
 /* Decode a file, or standard input when path is "-". Every format stb_image
- * reads; 16-bit samples are reduced to 8 bits. */
+ * reads; 16-bit samples are reduced to 8 bits. The declared size is checked
+ * against the pixel limit before any pixel memory is allocated. */
 gf_image *gf_image_load(const char *path);
 gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name);
 

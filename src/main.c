@@ -35,6 +35,7 @@ enum {
     OPT_EQUALIZE,
     OPT_NORMALIZE,
     OPT_AUTO_LEVEL,
+    OPT_MAX_PIXELS,
 };
 
 typedef struct {
@@ -86,6 +87,8 @@ static void usage(FILE *out)
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API)\n"
 "      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
+"      --max-pixels N     refuse images of more than N pixels before decoding\n"
+"                         them (default 1073741824, 1 Gpx)\n"
 "  -v, --verbose          print each launch (tile, block, grid, occupancy,\n"
 "                         shared memory, time) and the time of each stage\n"
 "      --list-masks       list the masks found and exit\n"
@@ -200,6 +203,7 @@ static int parse_options(int argc, char **argv, job *j)
         {"equalize", optional_argument, NULL, OPT_EQUALIZE},
         {"normalize", optional_argument, NULL, OPT_NORMALIZE},
         {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
+        {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -311,6 +315,15 @@ static int parse_options(int argc, char **argv, job *j)
             gf_stretch how = {.kind = GF_STRETCH_AUTO_LEVEL};
             if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
                 return out_of_memory();
+            break;
+        }
+        case OPT_MAX_PIXELS: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || errno || v == 0 || optarg[0] == '-')
+                return usage_error("--max-pixels '%s' is not a positive whole number", optarg);
+            gf_image_set_max_pixels((size_t)v);
             break;
         }
         case ':':
