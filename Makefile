@@ -39,13 +39,13 @@ WARN      = -std=c11 -Wall -Wextra -Werror
 NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
 LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
 
-HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c pipeline.c backend_cpu.c backend_cuda.c
+HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c options.c pipeline.c backend_cpu.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
 KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
-.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean
+.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean fuzz
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -129,4 +129,43 @@ install: $(BUILD)/gpufilter
 	install -m 644 masks/*.mask $(DESTDIR)$(PREFIX)/share/gpufilter/masks/
 
 clean:
-	rm -rf build build-sanitize out
+	rm -rf build build-sanitize build-fuzz out
+
+# ---- fuzzing (libFuzzer, clang) -------------------------------------------------
+#   make fuzz FUZZ_SECONDS=300   runs each target for that long; findings (a
+#   crashing input) land in build-fuzz/findings/ and make fails.
+
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_BUILD    = build-fuzz
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
+                -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_SRC      = util image stb_impl mask tone options pipeline backend_cpu
+FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o
+FUZZ_TARGETS  = mask image options
+
+$(FUZZ_BUILD)/obj/%.o: src/%.c src/*.h | check-deps
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(if $(filter stb_impl,$*),-fno-sanitize=shift) -c -o $@ $<
+
+$(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+.SECONDARY: $(FUZZ_OBJ)
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -lm
+
+fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
+	@mkdir -p $(FUZZ_BUILD)/findings
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/findings/$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>&1 | \
+	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|Done|==[0-9]+==ERROR|SUMMARY)|#[0-9]+ *DONE' ; \
+	  ls $(FUZZ_BUILD)/findings/$$t-* >/dev/null 2>&1 && { echo "fuzz_$$t: findings in $(FUZZ_BUILD)/findings"; exit 1; }; \
+	done; true

@@ -119,26 +119,50 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* stb_image decodes a JPEG cut short without complaint (it pads the missing
- * scan data), so the container is checked: the markers must reach EOI. */
-static int jpeg_is_complete(const unsigned char *d, size_t n)
+/* A DHT segment's tables each declare at most 256 codes. stb_image 2.27
+ * writes past its code table when the counts add up to more (found by
+ * fuzzing), so such files are refused before they reach it. */
+static int jpeg_huffman_tables_valid(const unsigned char *d, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (n - i < 17)
+            return 0;
+        size_t codes = 0;
+        for (int b = 1; b <= 16; b++)
+            codes += d[i + b];
+        if (codes > 256)
+            return 0;
+        i += 17 + codes;
+    }
+    return i == n;
+}
+
+/* Walk the JPEG markers: NULL when the file is whole and sound, otherwise
+ * what is wrong. stb_image decodes a JPEG cut short without complaint (it
+ * pads the missing scan data), so the markers must reach EOI. */
+static const char *jpeg_problem(const unsigned char *d, size_t n)
 {
     size_t i = 2;  /* after SOI */
     while (i + 4 <= n) {
         if (d[i] != 0xFF)
-            return 0;
+            return "corrupt JPEG (bad marker)";
         unsigned char marker = d[i + 1];
         if (marker == 0xFF) {  /* fill byte */
             i++;
             continue;
         }
         if (marker == 0xD9)
-            return 1;
+            return NULL;
         if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
             i += 2;
             continue;
         }
         size_t length = (size_t)d[i + 2] << 8 | d[i + 3];
+        if (length < 2 || length > n - i - 2)
+            break;
+        if (marker == 0xC4 && !jpeg_huffman_tables_valid(d + i + 4, length - 2))
+            return "corrupt JPEG (Huffman table)";
         i += 2 + length;
         if (marker != 0xDA)
             continue;
@@ -148,7 +172,9 @@ static int jpeg_is_complete(const unsigned char *d, size_t n)
                               !(d[i + 1] >= 0xD0 && d[i + 1] <= 0xD7)))
             i++;
     }
-    return i + 2 <= n && d[i] == 0xFF && d[i + 1] == 0xD9;
+    if (i + 2 <= n && d[i] == 0xFF && d[i + 1] == 0xD9)
+        return NULL;
+    return "truncated file (the image data ends early)";
 }
 
 /* The chunks must run whole from the signature to IEND. */
@@ -166,13 +192,14 @@ static int png_is_complete(const unsigned char *d, size_t n)
     return 0;
 }
 
-static int is_truncated(const unsigned char *d, size_t n)
+/* NULL, or why a file stb_image would accept must still be refused. */
+static const char *container_problem(const unsigned char *d, size_t n)
 {
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
-        return !png_is_complete(d, n);
+        return png_is_complete(d, n) ? NULL : "truncated file (the image data ends early)";
     if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
-        return !jpeg_is_complete(d, n);
-    return 0;
+        return jpeg_problem(d, n);
+    return NULL;
 }
 
 gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name)
@@ -185,6 +212,11 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
         gf_set_error("%s: file too large to decode (over 2 GiB)", name);
         return NULL;
     }
+    const char *problem = container_problem(data, size);
+    if (problem) {
+        gf_set_error("%s: %s", name, problem);
+        return NULL;
+    }
     int width, height, channels;
     if (!stbi_info_from_memory(data, (int)size, &width, &height, &channels)) {
         gf_set_error("%s: not an image in a format this tool reads (%s)", name, stbi_failure_reason());
@@ -193,10 +225,6 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
     if ((size_t)width * (size_t)height > max_pixels) {
         gf_set_error("%s: %dx%d is %zu pixels, over the limit of %zu (--max-pixels)", name, width,
                      height, (size_t)width * (size_t)height, max_pixels);
-        return NULL;
-    }
-    if (is_truncated(data, size)) {
-        gf_set_error("%s: truncated file (the image data ends early)", name);
         return NULL;
     }
     unsigned char *pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);

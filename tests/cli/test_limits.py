@@ -2,6 +2,7 @@
 declares more pixels than the limit (a "decompression bomb")."""
 
 import struct
+from pathlib import Path
 import zlib
 
 import pytest
@@ -68,4 +69,16 @@ def test_absurd_declared_size(gf, tmp_path, width, height):
     out = tmp_path / "out.png"
     r = gf.run("--backend", gf.backend, "-m", "box3", src, out, timeout=20)
     check_error(r, 1, [str(src)])
+    assert not out.exists()
+
+
+REGRESSIONS = sorted((Path(__file__).resolve().parent.parent / "fuzz" / "regressions").iterdir())
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_fuzz_regression(gf, tmp_path, path):
+    """Inputs that once crashed a decoder: refused with a message, no output."""
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", gf.backend, "-m", "sobel", "--equalize", path, out, timeout=60)
+    check_error(r, 1, [str(path)])
     assert not out.exists()

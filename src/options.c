@@ -1,0 +1,343 @@
+/* options.c - the command line: getopt_long options -> gf_job. */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mask.h"
+#include "util.h"
+
+#ifndef GF_VERSION
+#define GF_VERSION "0.1.0"
+#endif
+
+enum {
+    OPT_BACKEND = 256,
+    OPT_TILE,
+    OPT_KERNEL,
+    OPT_DEVICE,
+    OPT_FILTER_ALPHA,
+    OPT_LIST_MASKS,
+    OPT_LIST_DEVICES,
+    OPT_STATS,
+    OPT_EQUALIZE,
+    OPT_NORMALIZE,
+    OPT_AUTO_LEVEL,
+    OPT_MAX_PIXELS,
+};
+
+void gf_job_init(gf_job *j)
+{
+    memset(j, 0, sizeof *j);
+    j->quality = 92;
+    j->backend_options.conv_version = GF_CONV_TILED;
+}
+
+void gf_job_free(gf_job *j)
+{
+    gf_pipeline_free(&j->pipeline);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: gpufilter [OPTION]... INPUT OUTPUT\n"
+"       gpufilter [OPTION]... --stats[=FORMAT] INPUT [OUTPUT]\n"
+"Filter an image with convolution masks and tone operations, on the GPU when\n"
+"there is one. INPUT and OUTPUT may be '-' for standard input and output.\n"
+"\n"
+"Operations, applied in command-line order:\n"
+"  -m, --mask NAME|FILE   convolve with a mask. NAME is a built-in or\n"
+"                         installed mask (--list-masks); a value with a '/'\n"
+"                         or ending in .mask is a file\n"
+"      --equalize[=MODE]  histogram equalization: luminance (default; colours\n"
+"                         kept) or channels (each channel on its own)\n"
+"      --normalize[=B,W]  stretch contrast so that B%% of the pixels turn black\n"
+"                         and W%% white, on luminance, channels linked\n"
+"                         (default 2,1)\n"
+"      --auto-level       stretch the darkest value to 0 and the brightest to\n"
+"                         255, over all colour channels\n"
+"      --stats[=FORMAT]   print statistics of the result: table (default) or\n"
+"                         json; on stderr when OUTPUT is '-'. Without OUTPUT\n"
+"                         no image is written\n"
+"Tone operations never change alpha.\n"
+"\n"
+"Options:\n"
+"  -b, --border MODE      how pixels outside the image are read (scipy.ndimage\n"
+"                         names): nearest (default), constant (zero), reflect,\n"
+"                         mirror, wrap\n"
+"      --filter-alpha     filter the alpha channel too (default: unchanged)\n"
+"  -f, --format FMT       output format: png, jpg (jpeg), bmp, tga; default: from\n"
+"                         OUTPUT's extension, png for standard output\n"
+"  -q, --quality N        JPEG quality 1-100 (default 92)\n"
+"      --backend B        auto (default: the GPU if usable, else the CPU with a\n"
+"                         warning), cuda, cpu\n"
+"      --device N         CUDA device to use (default 0; see --list-devices)\n"
+"      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
+"                         (default auto: chosen with the occupancy API)\n"
+"      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
+"      --max-pixels N     refuse images of more than N pixels before decoding\n"
+"                         them (default 1073741824, 1 Gpx)\n"
+"  -v, --verbose          print each launch (tile, block, grid, occupancy,\n"
+"                         shared memory, time) and the time of each stage\n"
+"      --list-masks       list the masks found and exit\n"
+"      --list-devices     list the CUDA devices and exit (status 1 if none)\n"
+"  -h, --help             show this help and exit\n"
+"  -V, --version          show the version and exit\n"
+"\n"
+"Masks are searched next to the executable (masks/, ../masks/,\n"
+"../share/gpufilter/masks/), in " "the install prefix, then in the folders\n"
+"of $GPUFILTER_MASKS (':'-separated).\n"
+"\n"
+"Exit status: 0 success, 1 a file or the device failed, 2 bad usage.\n"
+"\n"
+"Examples:\n"
+"  gpufilter -m sobel in.png out.png\n"
+"  gpufilter -m gaussian5 -m sharpen --border reflect photo.jpg out.jpg\n"
+"  cat in.png | gpufilter -m box3 - - > out.png\n");
+}
+
+static int usage_error(const char *fmt, const char *value)
+{
+    fprintf(stderr, "gpufilter: ");
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\nTry 'gpufilter --help' for more information.\n");
+    return GF_EXIT_USAGE;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int out_of_memory(void)
+{
+    fprintf(stderr, "gpufilter: out of memory\n");
+    return GF_EXIT_FILE;
+}
+
+/* "B,W": two finite percentages, each >= 0, summing to less than 100. */
+static int parse_percentages(const char *s, double *black, double *white)
+{
+    char *end;
+    errno = 0;
+    double b = strtod(s, &end);
+    if (end == s || *end != ',' || errno)
+        return -1;
+    const char *second = end + 1;
+    double w = strtod(second, &end);
+    if (end == second || *end != '\0' || errno)
+        return -1;
+    if (!(b >= 0.0 && w >= 0.0 && b + w < 100.0))  /* also rejects NaN */
+        return -1;
+    *black = b;
+    *white = w;
+    return 0;
+}
+
+static int parse_border(const char *s, gf_border *out)
+{
+    static const char *const names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (gf_border)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_tile(const char *s, int *width, int *height)
+{
+    if (strcmp(s, "auto") == 0) {
+        *width = *height = 0;
+        return 0;
+    }
+    const char *x = strchr(s, 'x');
+    if (!x || x == s)
+        return -1;
+    char left[32];
+    size_t n = (size_t)(x - s);
+    if (n >= sizeof left)
+        return -1;
+    memcpy(left, s, n);
+    left[n] = '\0';
+    return parse_int(left, 1, 1 << 16, width) < 0 || parse_int(x + 1, 1, 1 << 16, height) < 0 ? -1 : 0;
+}
+
+/* Returns -1 to go on, or the exit status when the options end the program. */
+int gf_parse_options(int argc, char **argv, gf_job *j)
+{
+    static const struct option longopts[] = {
+        {"mask", required_argument, NULL, 'm'},
+        {"border", required_argument, NULL, 'b'},
+        {"format", required_argument, NULL, 'f'},
+        {"quality", required_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"tile", required_argument, NULL, OPT_TILE},
+        {"kernel", required_argument, NULL, OPT_KERNEL},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"filter-alpha", no_argument, NULL, OPT_FILTER_ALPHA},
+        {"list-masks", no_argument, NULL, OPT_LIST_MASKS},
+        {"list-devices", no_argument, NULL, OPT_LIST_DEVICES},
+        {"stats", optional_argument, NULL, OPT_STATS},
+        {"equalize", optional_argument, NULL, OPT_EQUALIZE},
+        {"normalize", optional_argument, NULL, OPT_NORMALIZE},
+        {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
+        {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:b:f:q:vhV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (gf_pipeline_add_mask(&j->pipeline, optarg) < 0) {
+                fprintf(stderr, "%s\n", gf_error());
+                return GF_EXIT_USAGE;
+            }
+            break;
+        case 'b':
+            if (parse_border(optarg, &j->pipeline.border) < 0)
+                return usage_error("unknown border mode '%s' (nearest, constant, reflect, mirror, wrap)", optarg);
+            break;
+        case 'f':
+            if ((j->format = gf_format_from_name(optarg)) == GF_FORMAT_NONE)
+                return usage_error("unknown output format '%s' (png, jpg, bmp, tga)", optarg);
+            break;
+        case 'q':
+            if (parse_int(optarg, 1, 100, &j->quality) < 0)
+                return usage_error("quality '%s' is not a whole number from 1 to 100", optarg);
+            break;
+        case 'v':
+            j->verbose = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return EXIT_SUCCESS;
+        case 'V':
+            printf("gpufilter " GF_VERSION "\n");
+            return EXIT_SUCCESS;
+        case OPT_BACKEND:
+            if (strcmp(optarg, "auto") == 0)
+                j->backend = GF_BACKEND_AUTO;
+            else if (strcmp(optarg, "cpu") == 0)
+                j->backend = GF_BACKEND_CPU;
+            else if (strcmp(optarg, "cuda") == 0)
+                j->backend = GF_BACKEND_CUDA;
+            else
+                return usage_error("unknown backend '%s' (auto, cuda, cpu)", optarg);
+            break;
+        case OPT_TILE:
+            if (parse_tile(optarg, &j->backend_options.tile_width, &j->backend_options.tile_height) < 0)
+                return usage_error("tile '%s' is not WxH with positive whole numbers, or auto", optarg);
+            /* CUDA's limit on every device so far; the device's own limits
+             * (shared memory) are checked when the tile is launched */
+            if (j->backend_options.tile_width * j->backend_options.tile_height > 1024)
+                return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit", optarg);
+            break;
+        case OPT_KERNEL:
+            if (strcmp(optarg, "naive") == 0)
+                j->backend_options.conv_version = GF_CONV_NAIVE;
+            else if (strcmp(optarg, "tiled") == 0)
+                j->backend_options.conv_version = GF_CONV_TILED;
+            else
+                return usage_error("unknown kernel version '%s' (tiled, naive)", optarg);
+            break;
+        case OPT_DEVICE:
+            if (parse_int(optarg, 0, 1023, &j->backend_options.device) < 0)
+                return usage_error("device '%s' is not a device number", optarg);
+            break;
+        case OPT_FILTER_ALPHA:
+            j->pipeline.filter_alpha = 1;
+            break;
+        case OPT_LIST_MASKS:
+            if (gf_mask_list() < 0) {
+                fprintf(stderr, "%s\n", gf_error());
+                return GF_EXIT_FILE;
+            }
+            return EXIT_SUCCESS;
+        case OPT_LIST_DEVICES:
+            if (gf_cuda_list_devices(stdout) < 0) {
+                fprintf(stderr, "%s\n", gf_error());
+                return GF_EXIT_FILE;
+            }
+            return EXIT_SUCCESS;
+        case OPT_STATS:
+            if (!optarg || strcmp(optarg, "table") == 0)
+                j->stats = GF_STATS_TABLE;
+            else if (strcmp(optarg, "json") == 0)
+                j->stats = GF_STATS_JSON;
+            else
+                return usage_error("unknown statistics format '%s' (table, json)", optarg);
+            break;
+        case OPT_EQUALIZE: {
+            gf_equalize_mode mode;
+            if (!optarg || strcmp(optarg, "luminance") == 0)
+                mode = GF_EQUALIZE_LUMINANCE;
+            else if (strcmp(optarg, "channels") == 0)
+                mode = GF_EQUALIZE_CHANNELS;
+            else
+                return usage_error("unknown equalize mode '%s' (luminance, channels)", optarg);
+            if (gf_pipeline_add_equalize(&j->pipeline, mode) < 0)
+                return out_of_memory();
+            break;
+        }
+        case OPT_NORMALIZE: {
+            gf_stretch how = {.kind = GF_STRETCH_NORMALIZE, .black = 2.0, .white = 1.0};
+            if (optarg && parse_percentages(optarg, &how.black, &how.white) < 0)
+                return usage_error("--normalize=%s: expected B,W: two percentages, each 0 or more, "
+                                   "summing to less than 100", optarg);
+            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+                return out_of_memory();
+            break;
+        }
+        case OPT_AUTO_LEVEL: {
+            gf_stretch how = {.kind = GF_STRETCH_AUTO_LEVEL};
+            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+                return out_of_memory();
+            break;
+        }
+        case OPT_MAX_PIXELS: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || errno || v == 0 || optarg[0] == '-')
+                return usage_error("--max-pixels '%s' is not a positive whole number", optarg);
+            gf_image_set_max_pixels((size_t)v);
+            break;
+        }
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    const int paths = argc - optind;
+    if (paths > 2)
+        return usage_error("%s", "too many arguments: expected INPUT OUTPUT");
+    if (paths < (j->stats ? 1 : 2))
+        return usage_error("%s", paths == 0 ? "expected an INPUT and an OUTPUT path"
+                                            : "expected an OUTPUT path (or --stats)");
+    j->input = argv[optind];
+    j->output = paths == 2 ? argv[optind + 1] : NULL;
+    if (j->output && j->format == GF_FORMAT_NONE) {
+        j->format = strcmp(j->output, "-") == 0 ? GF_FORMAT_PNG : gf_format_from_path(j->output);
+        if (j->format == GF_FORMAT_NONE)
+            return usage_error("cannot tell the output format from '%s'; use a .png, .jpg, .bmp "
+                               "or .tga name, or --format", j->output);
+    }
+    return -1;
+}
+

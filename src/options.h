@@ -1,0 +1,32 @@
+/* options.h - the command line parsed into a job. */
+#ifndef GF_OPTIONS_H
+#define GF_OPTIONS_H
+
+#include "backend.h"
+#include "image.h"
+#include "pipeline.h"
+#include "tone_report.h"
+
+enum { GF_EXIT_FILE = 1, GF_EXIT_USAGE = 2 };
+
+typedef struct {
+    gf_pipeline pipeline;
+    gf_backend_kind backend;
+    gf_backend_options backend_options;
+    gf_format format;
+    int quality;
+    int verbose;
+    gf_stats_format stats;
+    const char *input, *output;  /* output NULL: statistics only */
+} gf_job;
+
+/* Defaults for a job before its options are parsed. */
+void gf_job_init(gf_job *job);
+void gf_job_free(gf_job *job);
+
+/* Parse argv into job (getopt_long; the masks are loaded here). Returns -1
+ * when the job should run, otherwise the exit status to end with: 0 after
+ * --help, --version or a listing, 2 after a usage error (already printed). */
+int gf_parse_options(int argc, char **argv, gf_job *job);
+
+#endif
