@@ -1,0 +1,83 @@
+"""Faults while writing: a full disk and an interrupt leave no partial file,
+the input untouched, and one clear message."""
+
+import os
+import resource
+import signal
+import subprocess
+import time
+
+import numpy as np
+
+from gftest import random_image, write_png
+from test_cli import check_error
+
+
+def leftovers(folder, keep):
+    return sorted(p.name for p in folder.iterdir() if p.name not in keep)
+
+
+def test_full_disk(gf, rng, tmp_path):
+    """The output cannot be written past 64 KiB (RLIMIT_FSIZE, as a full disk
+    would): exit 1, a message naming the output, no file, no temporary."""
+    img = random_image(rng, 300, 200, 3)  # noise: the PNG is ~180 KiB
+    src = write_png(tmp_path / "in.png", img)
+    before = src.read_bytes()
+    out = tmp_path / "out.png"
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    argv = [str(gf.path), "--backend", gf.backend, "-m", "box3", str(src), str(out)]
+    proc = subprocess.run(argv, capture_output=True, preexec_fn=limit_file_size, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpufilter: ") and str(out) in lines[0], lines
+    assert leftovers(tmp_path, {"in.png"}) == []
+    assert src.read_bytes() == before
+
+
+def test_full_disk_keeps_the_old_output(gf, rng, tmp_path):
+    img = random_image(rng, 300, 200, 3)
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    out.write_bytes(b"the previous result")
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    argv = [str(gf.path), "--backend", gf.backend, "-m", "box3", str(src), str(out)]
+    proc = subprocess.run(argv, capture_output=True, preexec_fn=limit_file_size, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert out.read_bytes() == b"the previous result"
+    assert leftovers(tmp_path, {"in.png", "out.png"}) == []
+
+
+def test_output_is_a_directory(gf, rng, tmp_path):
+    src = write_png(tmp_path / "in.png", random_image(rng, 8, 8, 3))
+    out = tmp_path / "out.png"
+    out.mkdir()
+    r = gf.run("--backend", gf.backend, "-m", "box3", src, out)
+    check_error(r, 1, [str(out)])
+    assert out.is_dir() and list(out.iterdir()) == []
+    assert leftovers(tmp_path, {"in.png", "out.png"}) == []
+
+
+def test_interrupt_leaves_no_partial_file(gf, rng, tmp_path):
+    """SIGINT while a large output is being encoded and written: the process
+    ends by the signal and neither the output nor a temporary file remains."""
+    from PIL import Image
+    img = np.ascontiguousarray(np.tile(random_image(rng, 512, 512, 4), (6, 6, 1)))  # 3072^2 RGBA
+    src = tmp_path / "in.tga"
+    Image.fromarray(img).save(src)  # TGA: fast to decode, so the time goes to the PNG encode
+    out = tmp_path / "out.png"
+    proc = subprocess.Popen([str(gf.path), "--backend", gf.backend, "-m", "box3", str(src), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)  # decoded and filtered by now; the PNG encode takes seconds
+    assert proc.poll() is None, "finished too soon to be interrupted"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGINT, proc.stderr.read()
+    assert leftovers(tmp_path, {"in.tga"}) == []
