@@ -161,6 +161,8 @@ static void assert_entries(const char *dir, int want)
     assert_int_equal(n, want);
 }
 
+static int remove_children(const char *folder);
+
 static void remove_tree(const char *path)
 {
     struct stat st;
@@ -168,29 +170,17 @@ static void remove_tree(const char *path)
         return;
     if (S_ISDIR(st.st_mode)) {
         chmod(path, 0700);
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char child[4096];
-                snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-                remove_tree(child);
-            }
-            closedir(d);
-        }
+        remove_children(path);
         rmdir(path);
     } else {
         unlink(path);
     }
 }
 
-/* empty the scratch folder between tests */
-static int clean_tmpdir(void **state)
+/* remove everything inside folder; -1 if it cannot be opened */
+static int remove_children(const char *folder)
 {
-    (void)state;
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(folder);
     if (!d)
         return -1;
     struct dirent *e;
@@ -198,11 +188,18 @@ static int clean_tmpdir(void **state)
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         char child[4096];
-        snprintf(child, sizeof child, "%s/%s", tmpdir, e->d_name);
+        snprintf(child, sizeof child, "%s/%s", folder, e->d_name);
         remove_tree(child);
     }
     closedir(d);
     return 0;
+}
+
+/* empty the scratch folder between tests */
+static int clean_tmpdir(void **state)
+{
+    (void)state;
+    return remove_children(tmpdir);
 }
 
 static int group_setup(void **state)
