@@ -141,9 +141,8 @@ static int jpeg_huffman_tables_valid(const unsigned char *d, size_t n)
 /* Walk the JPEG markers: NULL when the file is whole and sound, otherwise
  * what is wrong. stb_image decodes a JPEG cut short without complaint (it
  * pads the missing scan data), so the markers must reach EOI. */
-static const char *jpeg_problem(const unsigned char *d, size_t n)
+static const char *jpeg_problem(const unsigned char *d, size_t n, size_t i)
 {
-    size_t i = 2;  /* after SOI */
     while (i + 4 <= n) {
         if (d[i] != 0xFF)
             return "corrupt JPEG (bad marker)";
@@ -197,8 +196,12 @@ static const char *container_problem(const unsigned char *d, size_t n)
 {
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
         return png_is_complete(d, n) ? NULL : "truncated file (the image data ends early)";
-    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
-        return jpeg_problem(d, n);
+    /* stb_image takes any run of 0xFF bytes before D8 as the SOI marker */
+    size_t i = 0;
+    while (i < n && d[i] == 0xFF)
+        i++;
+    if (i > 0 && i < n && d[i] == 0xD8)
+        return jpeg_problem(d, n, i + 1);
     return NULL;
 }
 
