@@ -39,7 +39,7 @@ WARN      = -std=c11 -Wall -Wextra -Werror
 NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
 LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
 
-HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c options.c pipeline.c backend_cpu.c backend_cuda.c
+HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
 KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)

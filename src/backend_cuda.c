@@ -137,6 +137,8 @@ static int cuda_upload(gf_backend *self, const gf_image *img)
 {
     cuda_backend *b = (cuda_backend *)self;
     size_t bytes = gf_image_bytes(img);
+    /* a batch calls from several threads; each starts on device 0 */
+    CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
     if (bytes > b->buffer_bytes) {
         for (int i = 0; i < 2; i++) {
             cudaFree(b->buffer[i]);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,14 +363,32 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
 
 /* ---- writing -------------------------------------------------------------- */
 
-/* The temporary file being written, removed by gf_image_abort_save(). */
-static char pending_path[PATH_MAX + 32];
-static volatile sig_atomic_t pending;
+/* The temporary files being written, one slot per writing thread, removed
+ * by gf_image_abort_save() from a signal handler. */
+#define PENDING_SLOTS 256
+static struct {
+    char path[PATH_MAX + 32];
+    volatile sig_atomic_t active;
+} pending[PENDING_SLOTS];
+static atomic_int pending_slots_taken;
+static _Thread_local int pending_slot = -1;
 
 void gf_image_abort_save(void)
 {
-    if (pending)
-        unlink(pending_path);
+    for (int i = 0; i < PENDING_SLOTS; i++)
+        if (pending[i].active)
+            unlink(pending[i].path);
+}
+
+/* This thread's slot, or -1 when all are taken (then an interrupt may leave
+ * its temporary file behind; 256 writing threads is far past any -j). */
+static int my_pending_slot(void)
+{
+    if (pending_slot < 0) {
+        int slot = atomic_fetch_add(&pending_slots_taken, 1);
+        pending_slot = slot < PENDING_SLOTS ? slot : PENDING_SLOTS;
+    }
+    return pending_slot < PENDING_SLOTS ? pending_slot : -1;
 }
 
 static int write_all(int fd, const unsigned char *data, size_t size)
@@ -407,19 +426,24 @@ static int write_file_atomically(const char *path, const unsigned char *data, si
     const char *slash = strrchr(path, '/');
     int folder_length = slash ? (int)(slash - path + 1) : 0;
     const char *base = slash ? slash + 1 : path;
-    char temp[sizeof pending_path];
+    char temp[sizeof pending[0].path];
     if (snprintf(temp, sizeof temp, "%.*s.%s.XXXXXX", folder_length, path, base) >= (int)sizeof temp) {
         gf_set_error("%s: path too long", path);
         return -1;
     }
     mode_t mode = output_mode(path);
-    int fd = mkstemp(temp);
+    const int slot = my_pending_slot();
+    if (slot >= 0)
+        memcpy(pending[slot].path, temp, sizeof temp);
+    int fd = mkstemp(slot >= 0 ? pending[slot].path : temp);
     if (fd < 0) {
         gf_set_error("%s: cannot create the output: %s", path, strerror(errno));
         return -1;
     }
-    memcpy(pending_path, temp, sizeof temp);
-    pending = 1;
+    if (slot >= 0) {
+        memcpy(temp, pending[slot].path, sizeof temp);
+        pending[slot].active = 1;
+    }
     int failed = fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0;
     int saved_errno = errno;
     if (close(fd) < 0 && !failed) {
@@ -434,7 +458,8 @@ static int write_file_atomically(const char *path, const unsigned char *data, si
         unlink(temp);
         gf_set_error("%s: cannot write the output: %s", path, strerror(saved_errno));
     }
-    pending = 0;
+    if (slot >= 0)
+        pending[slot].active = 0;
     return failed ? -1 : 0;
 }
 

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
+#include "batch.h"
 #include "image.h"
 #include "options.h"
 #include "pipeline.h"
@@ -70,6 +72,34 @@ static int run(const gf_job *j)
     return status;
 }
 
+static int run_batch(const gf_job *j)
+{
+    gf_batch batch;
+    int status = gf_batch_plan(j, j->inputs, j->input_count, &batch);
+    if (status != 0) {
+        fprintf(stderr, "%s\n", gf_error());
+        return status;
+    }
+    if (batch.count == 0) {
+        gf_batch_free(&batch);
+        return EXIT_SUCCESS;
+    }
+    gf_backend *backend = open_backend(j);
+    if (!backend) {
+        fprintf(stderr, "%s\n", gf_error());
+        gf_batch_free(&batch);
+        return GF_EXIT_FILE;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int workers = j->jobs ? j->jobs : cores > 0 ? (int)cores : 1;
+    size_t failed = gf_batch_run(j, &batch, workers, backend);
+    if (failed)
+        fprintf(stderr, "gpufilter: %zu of %zu files failed\n", failed, batch.count);
+    backend->destroy(backend);
+    gf_batch_free(&batch);
+    return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
+}
+
 static void on_signal(int sig)
 {
     gf_image_abort_save();
@@ -88,7 +118,7 @@ int main(int argc, char **argv)
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         signal(SIGHUP, on_signal);
-        status = run(&j);
+        status = j.batch ? run_batch(&j) : run(&j);
     }
     gf_job_free(&j);
     return status;

@@ -27,6 +27,10 @@ enum {
     OPT_NORMALIZE,
     OPT_AUTO_LEVEL,
     OPT_MAX_PIXELS,
+    OPT_FILES_FROM,
+    OPT_SUFFIX,
+    OPT_SHARD,
+    OPT_QUIET,
 };
 
 void gf_job_init(gf_job *j)
@@ -46,6 +50,7 @@ static void usage(FILE *out)
     fprintf(out,
 "Usage: gpufilter [OPTION]... INPUT OUTPUT\n"
 "       gpufilter [OPTION]... --stats[=FORMAT] INPUT [OUTPUT]\n"
+"       gpufilter [OPTION]... -o DIR [--files-from FILE] [INPUT]...\n"
 "Filter an image with convolution masks and tone operations, on the GPU when\n"
 "there is one. INPUT and OUTPUT may be '-' for standard input and output.\n"
 "\n"
@@ -79,6 +84,18 @@ static void usage(FILE *out)
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API)\n"
 "      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
+"\n"
+"Batches (several inputs, written to a folder):\n"
+"  -o, --output-dir DIR   write each INPUT's result to DIR (created if missing),\n"
+"                         named after the input: DIR/NAME[SUFFIX].EXT\n"
+"      --files-from FILE  read input paths from FILE, one per line ('-': stdin)\n"
+"      --suffix S         add S to each output name before its extension\n"
+"  -j, --jobs N           decode / encode on N threads (default: the cores)\n"
+"      --shard I/N        process only shard I (0 <= I < N) of the inputs, split\n"
+"                         by a hash of each path: N runs cover every file once\n"
+"      --quiet            no progress line (shown only when stderr is a terminal)\n"
+"  A file that fails is reported and skipped; the exit status is then 1.\n"
+"\n"
 "      --max-pixels N     refuse images of more than N pixels before decoding\n"
 "                         them (default 1073741824, 1 Gpx)\n"
 "  -v, --verbose          print each launch (tile, block, grid, occupancy,\n"
@@ -144,6 +161,37 @@ static int parse_percentages(const char *s, double *black, double *white)
     return 0;
 }
 
+/* "I/N": shard I of N, 0 <= I < N. */
+static int parse_shard(const char *s, int *index, int *count)
+{
+    const char *slash = strchr(s, '/');
+    char left[32];
+    size_t n = slash ? (size_t)(slash - s) : 0;
+    if (!slash || n == 0 || n >= sizeof left)
+        return -1;
+    memcpy(left, s, n);
+    left[n] = '\0';
+    if (parse_int(left, 0, 1 << 20, index) < 0 || parse_int(slash + 1, 1, 1 << 20, count) < 0 ||
+        *index >= *count)
+        return -1;
+    return 0;
+}
+
+/* Batch mode: every argument is an input; the outputs go to -o DIR. */
+static int check_batch(gf_job *j, char **paths, int count)
+{
+    if (!j->output_dir && !j->stats)
+        return usage_error("%s", "a batch needs -o DIR for its outputs (or --stats alone)");
+    if (count == 0 && !j->files_from)
+        return usage_error("%s", "no input files: give them as arguments or with --files-from");
+    for (int i = 0; i < count; i++)
+        if (strcmp(paths[i], "-") == 0)
+            return usage_error("%s", "'-' cannot be an input of a batch; use --files-from - for a list of paths");
+    j->inputs = paths;
+    j->input_count = count;
+    return -1;
+}
+
 static int parse_border(const char *s, gf_border *out)
 {
     static const char *const names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
@@ -196,11 +244,17 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"normalize", optional_argument, NULL, OPT_NORMALIZE},
         {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
         {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
+        {"output-dir", required_argument, NULL, 'o'},
+        {"files-from", required_argument, NULL, OPT_FILES_FROM},
+        {"suffix", required_argument, NULL, OPT_SUFFIX},
+        {"jobs", required_argument, NULL, 'j'},
+        {"shard", required_argument, NULL, OPT_SHARD},
+        {"quiet", no_argument, NULL, OPT_QUIET},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:b:f:q:vhV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (gf_pipeline_add_mask(&j->pipeline, optarg) < 0) {
@@ -318,6 +372,30 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             gf_image_set_max_pixels((size_t)v);
             break;
         }
+        case 'o':
+            j->output_dir = optarg;
+            j->batch = 1;
+            break;
+        case OPT_FILES_FROM:
+            j->files_from = optarg;
+            j->batch = 1;
+            break;
+        case OPT_SUFFIX:
+            if (strchr(optarg, '/'))
+                return usage_error("--suffix '%s' must not contain '/'", optarg);
+            j->suffix = optarg;
+            break;
+        case 'j':
+            if (parse_int(optarg, 1, 1024, &j->jobs) < 0)
+                return usage_error("--jobs '%s' is not a whole number from 1 to 1024", optarg);
+            break;
+        case OPT_SHARD:
+            if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)
+                return usage_error("--shard '%s' is not I/N with 0 <= I < N", optarg);
+            break;
+        case OPT_QUIET:
+            j->quiet = 1;
+            break;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
@@ -325,6 +403,10 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         }
     }
     const int paths = argc - optind;
+    if (j->batch)
+        return check_batch(j, argv + optind, paths);
+    if (j->suffix || j->shard_count)
+        return usage_error("%s", "--suffix and --shard need a batch: -o DIR or --files-from");
     if (paths > 2)
         return usage_error("%s", "too many arguments: expected INPUT OUTPUT");
     if (paths < (j->stats ? 1 : 2))

@@ -18,6 +18,14 @@ typedef struct {
     int verbose;
     gf_stats_format stats;
     const char *input, *output;  /* output NULL: statistics only */
+    /* batch mode: -o DIR and/or --files-from, inputs from the arguments */
+    int batch;
+    const char *output_dir, *files_from, *suffix;
+    char **inputs;
+    int input_count;
+    int jobs;                    /* worker threads (-j) */
+    int shard_index, shard_count;
+    int quiet;
 } gf_job;
 
 /* Defaults for a job before its options are parsed. */

@@ -4,7 +4,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-static char error_message[1024] = "gpufilter: unknown error";
+/* one message per thread: batch workers fail independently */
+static _Thread_local char error_message[1024] = "gpufilter: unknown error";
 
 void gf_set_error(const char *fmt, ...)
 {

@@ -1,0 +1,401 @@
+/* batch.c - many images in one run. */
+#include "batch.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "pipeline.h"
+#include "tone_report.h"
+#include "util.h"
+
+/* ---- planning --------------------------------------------------------------- */
+
+unsigned gf_batch_shard_of(const char *path, unsigned count)
+{
+    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return (unsigned)(h % count);
+}
+
+static const char *extension_for(gf_format format)
+{
+    switch (format) {
+    case GF_FORMAT_JPEG: return "jpg";
+    case GF_FORMAT_BMP: return "bmp";
+    case GF_FORMAT_TGA: return "tga";
+    default: return "png";
+    }
+}
+
+char *gf_batch_output_name(const char *dir, const char *input, const char *suffix,
+                           gf_format format)
+{
+    const char *base = strrchr(input, '/');
+    base = base ? base + 1 : input;
+    const char *dot = strrchr(base, '.');
+    size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    const char *ext = format != GF_FORMAT_NONE ? extension_for(format)
+                      : dot && gf_format_from_name(dot + 1) != GF_FORMAT_NONE ? dot + 1
+                                                                              : "png";
+    size_t size = strlen(dir) + 1 + stem + strlen(suffix) + 1 + strlen(ext) + 1;
+    char *name = malloc(size);
+    if (name)
+        snprintf(name, size, "%s/%.*s%s.%s", dir, (int)stem, base, suffix, ext);
+    return name;
+}
+
+typedef struct {
+    char **paths;
+    size_t count, capacity;
+} path_list;
+
+static int add_path(path_list *list, const char *path)
+{
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity * 2 + 64;
+        char **paths = realloc(list->paths, capacity * sizeof *paths);
+        if (!paths)
+            return -1;
+        list->paths = paths;
+        list->capacity = capacity;
+    }
+    if (!(list->paths[list->count] = strdup(path)))
+        return -1;
+    list->count++;
+    return 0;
+}
+
+static void free_paths(path_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        free(list->paths[i]);
+    free(list->paths);
+}
+
+/* One path per line; blank lines are skipped, a trailing '\r' dropped. */
+static int read_file_list(const char *from, path_list *list)
+{
+    FILE *f = strcmp(from, "-") == 0 ? stdin : fopen(from, "r");
+    if (!f) {
+        gf_set_error("%s: %s", from, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t size = 0;
+    ssize_t n;
+    int status = 0;
+    while ((n = getline(&line, &size, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n > 0 && add_path(list, line) < 0) {
+            gf_set_error("out of memory reading %s", from);
+            status = -1;
+            break;
+        }
+    }
+    if (status == 0 && ferror(f)) {
+        gf_set_error("%s: cannot read the file list", from);
+        status = -1;
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return status;
+}
+
+static int make_folder(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        gf_set_error("%s: path too long", dir);
+        return -1;
+    }
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(path, 0777) < 0 && errno != EEXIST) {
+            gf_set_error("%s: cannot create the output folder: %s", dir, strerror(errno));
+            return -1;
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        gf_set_error("%s: not a folder", dir);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *key;  /* what is compared */
+    size_t item;      /* which batch item it belongs to */
+} keyed;
+
+static int compare_keyed(const void *a, const void *b)
+{
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
+}
+
+/* Refuse two inputs with one output, and an output that is an input. */
+static int check_collisions(const gf_batch *batch)
+{
+    size_t n = batch->count;
+    keyed *outputs = calloc(n ? n : 1, sizeof *outputs);
+    keyed *inputs = calloc(n ? n : 1, sizeof *inputs);
+    char **real_inputs = calloc(n ? n : 1, sizeof *real_inputs);
+    int status = -1;
+    if (!outputs || !inputs || !real_inputs) {
+        gf_set_error("out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        outputs[i] = (keyed){batch->items[i].output, i};
+        real_inputs[i] = realpath(batch->items[i].input, NULL);
+        inputs[i] = (keyed){real_inputs[i] ? real_inputs[i] : batch->items[i].input, i};
+    }
+    qsort(outputs, n, sizeof *outputs, compare_keyed);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(outputs[i].key, outputs[i - 1].key) == 0) {
+            gf_set_error("%s and %s would both be written to %s; use separate runs or --suffix",
+                         batch->items[outputs[i - 1].item].input, batch->items[outputs[i].item].input,
+                         outputs[i].key);
+            goto done;
+        }
+    qsort(inputs, n, sizeof *inputs, compare_keyed);
+    for (size_t i = 0; i < n; i++) {
+        /* the output's folder exists by now, so its real path is known */
+        char *out_dir_real = NULL, *slash = strrchr(outputs[i].key, '/');
+        char folder[PATH_MAX];
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - outputs[i].key), outputs[i].key);
+        out_dir_real = realpath(folder, NULL);
+        if (!out_dir_real)
+            continue;
+        char real_output[PATH_MAX * 2];
+        snprintf(real_output, sizeof real_output, "%s/%s", out_dir_real, slash + 1);
+        free(out_dir_real);
+        keyed probe = {real_output, 0};
+        keyed *hit = bsearch(&probe, inputs, n, sizeof *inputs, compare_keyed);
+        if (hit) {
+            gf_set_error("%s: the output of %s would overwrite the input %s",
+                         outputs[i].key, batch->items[outputs[i].item].input,
+                         batch->items[hit->item].input);
+            goto done;
+        }
+    }
+    status = 0;
+done:
+    if (real_inputs)
+        for (size_t i = 0; i < n; i++)
+            free(real_inputs[i]);
+    free(real_inputs);
+    free(inputs);
+    free(outputs);
+    return status;
+}
+
+int gf_batch_plan(const gf_job *job, char **inputs, int input_count, gf_batch *batch)
+{
+    memset(batch, 0, sizeof *batch);
+    path_list all = {0};
+    for (int i = 0; i < input_count; i++)
+        if (add_path(&all, inputs[i]) < 0) {
+            free_paths(&all);
+            gf_set_error("out of memory");
+            return GF_EXIT_FILE;
+        }
+    if (job->files_from && read_file_list(job->files_from, &all) < 0) {
+        free_paths(&all);
+        return GF_EXIT_FILE;
+    }
+    if (job->output_dir && make_folder(job->output_dir) < 0) {
+        free_paths(&all);
+        return GF_EXIT_FILE;
+    }
+    batch->items = calloc(all.count ? all.count : 1, sizeof *batch->items);
+    if (!batch->items) {
+        free_paths(&all);
+        gf_set_error("out of memory");
+        return GF_EXIT_FILE;
+    }
+    for (size_t i = 0; i < all.count; i++) {
+        if (job->shard_count > 1 &&
+            gf_batch_shard_of(all.paths[i], (unsigned)job->shard_count) != (unsigned)job->shard_index) {
+            free(all.paths[i]);
+            continue;
+        }
+        gf_batch_item *item = &batch->items[batch->count++];
+        item->input = all.paths[i];
+        if (job->output_dir &&
+            !(item->output = gf_batch_output_name(job->output_dir, item->input,
+                                                  job->suffix ? job->suffix : "", job->format))) {
+            free(all.paths);
+            gf_batch_free(batch);
+            gf_set_error("out of memory");
+            return GF_EXIT_FILE;
+        }
+    }
+    free(all.paths);
+    if (job->output_dir && check_collisions(batch) < 0) {
+        gf_batch_free(batch);
+        return GF_EXIT_USAGE;
+    }
+    return 0;
+}
+
+void gf_batch_free(gf_batch *batch)
+{
+    for (size_t i = 0; i < batch->count; i++) {
+        free(batch->items[i].input);
+        free(batch->items[i].output);
+    }
+    free(batch->items);
+    memset(batch, 0, sizeof *batch);
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+typedef struct {
+    const gf_job *job;
+    const gf_batch *batch;
+    gf_backend *shared;          /* the GPU backend, or NULL: a CPU backend per worker */
+    pthread_mutex_t device_lock;
+    pthread_mutex_t report_lock; /* stderr and stdout lines */
+    atomic_size_t next, done, failed;
+    int progress;                /* a progress line on stderr (a terminal) */
+    double started;
+} batch_run;
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void clear_progress(const batch_run *run)
+{
+    if (run->progress)
+        fputs("\r\033[K", stderr);
+}
+
+static void show_progress(batch_run *run)
+{
+    size_t done = atomic_load(&run->done), total = run->batch->count;
+    double elapsed = seconds_now() - run->started;
+    double rate = elapsed > 0 ? (double)done / elapsed : 0.0;
+    double eta = rate > 0 ? (double)(total - done) / rate : 0.0;
+    fprintf(stderr, "\r\033[Kgpufilter: %zu/%zu files, %.1f images/s, ETA %d:%02d", done, total,
+            rate, (int)eta / 60, (int)eta % 60);
+    fflush(stderr);
+}
+
+static void report_failure(batch_run *run)
+{
+    pthread_mutex_lock(&run->report_lock);
+    clear_progress(run);
+    fprintf(stderr, "%s\n", gf_error());
+    pthread_mutex_unlock(&run->report_lock);
+    atomic_fetch_add(&run->failed, 1);
+}
+
+/* Decode, filter (on the shared device one image at a time, or on this
+ * worker's own CPU backend), report statistics, encode and write. */
+static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item)
+{
+    const gf_job *job = run->job;
+    gf_image *img = gf_image_load(item->input);
+    if (!img)
+        return -1;
+    gf_channel_stats stats[4];
+    if (run->shared)
+        pthread_mutex_lock(&run->device_lock);
+    int status = gf_pipeline_run(&job->pipeline, backend, img, job->stats ? stats : NULL,
+                                 item->output != NULL, NULL);
+    if (run->shared)
+        pthread_mutex_unlock(&run->device_lock);
+    if (status == 0 && job->stats) {
+        pthread_mutex_lock(&run->report_lock);
+        clear_progress(run);
+        gf_stats_print(stdout, job->stats, item->input, img->width, img->height, img->channels,
+                       stats);
+        fflush(stdout);
+        pthread_mutex_unlock(&run->report_lock);
+    }
+    if (status == 0 && item->output)
+        status = gf_image_save(img, item->output, job->format, job->quality);
+    gf_image_free(img);
+    return status;
+}
+
+static void *worker(void *arg)
+{
+    batch_run *run = arg;
+    gf_backend *own = run->shared ? NULL : gf_backend_cpu_new(&run->job->backend_options);
+    gf_backend *backend = run->shared ? run->shared : own;
+    for (;;) {
+        size_t i = atomic_fetch_add(&run->next, 1);
+        if (i >= run->batch->count)
+            break;
+        if (!backend || process_item(run, backend, &run->batch->items[i]) < 0)
+            report_failure(run);
+        atomic_fetch_add(&run->done, 1);
+        if (run->progress) {
+            pthread_mutex_lock(&run->report_lock);
+            show_progress(run);
+            pthread_mutex_unlock(&run->report_lock);
+        }
+    }
+    if (own)
+        own->destroy(own);
+    return NULL;
+}
+
+size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend)
+{
+    batch_run run = {
+        .job = job,
+        .batch = batch,
+        .shared = strcmp(backend->name, "cpu") == 0 ? NULL : backend,
+        .progress = !job->quiet && isatty(STDERR_FILENO),
+        .started = seconds_now(),
+    };
+    pthread_mutex_init(&run.device_lock, NULL);
+    pthread_mutex_init(&run.report_lock, NULL);
+    if (workers < 1)
+        workers = 1;
+    if ((size_t)workers > batch->count)
+        workers = batch->count ? (int)batch->count : 1;
+    pthread_t *threads = calloc((size_t)workers, sizeof *threads);
+    int started = 0;
+    for (int i = 0; threads && i < workers; i++, started++)
+        if (pthread_create(&threads[i], NULL, worker, &run) != 0)
+            break;
+    if (started == 0)  /* no thread could start: work on this one */
+        worker(&run);
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    free(threads);
+    if (run.progress) {
+        show_progress(&run);
+        fputc('\n', stderr);
+    }
+    pthread_mutex_destroy(&run.device_lock);
+    pthread_mutex_destroy(&run.report_lock);
+    return atomic_load(&run.failed);
+}
