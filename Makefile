@@ -38,6 +38,13 @@ CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc -I$(CUDA_HOME)/inc
 WARN      = -std=c11 -Wall -Wextra -Werror
 NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
 LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
+# libdeflate (Debian's libdeflate-dev) compresses PNGs when present, linked
+# statically so that the binary runs where the library is not installed.
+LIBDEFLATE ?= $(shell test -f /usr/include/libdeflate.h && echo 1)
+ifeq ($(LIBDEFLATE),1)
+CPPFLAGS  += -DGF_HAVE_LIBDEFLATE
+LDLIBS    := -Wl,-Bstatic -ldeflate -Wl,-Bdynamic $(LDLIBS)
+endif
 
 HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
@@ -45,7 +52,7 @@ HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
 KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
-.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean fuzz
+.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean fuzz bench-png
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -68,7 +75,7 @@ $(BUILD)/obj:
 
 # ---- packages ---------------------------------------------------------------
 
-APT_PACKAGES = libstb-dev libcmocka-dev pkg-config python3-pip
+APT_PACKAGES = libstb-dev libcmocka-dev libdeflate-dev pkg-config python3-pip
 PIP_PACKAGES = numpy scipy pytest pillow opencv-python-headless
 
 check-deps:
@@ -103,7 +110,7 @@ demo: $(BUILD)/gpufilter
 $(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD)/obj
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
 	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) \
-	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -lm
+	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)
 
 test-unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t || exit 1; done
@@ -140,7 +147,8 @@ FUZZ_CC      ?= clang
 FUZZ_BUILD    = build-fuzz
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
-                -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+                -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+                $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE)
 FUZZ_SRC      = util image stb_impl mask tone options pipeline backend_cpu
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o
 FUZZ_TARGETS  = mask image options
@@ -156,7 +164,7 @@ $(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
 .SECONDARY: $(FUZZ_OBJ)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) -lm
 
 fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	@mkdir -p $(FUZZ_BUILD)/findings
@@ -169,3 +177,12 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|Done|==[0-9]+==ERROR|SUMMARY)|#[0-9]+ *DONE' ; \
 	  ls $(FUZZ_BUILD)/findings/$$t-* >/dev/null 2>&1 && { echo "fuzz_$$t: findings in $(FUZZ_BUILD)/findings"; exit 1; }; \
 	done; true
+
+# ---- benchmarks -------------------------------------------------------------------
+
+bench-png: $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook
+	$(BUILD)/bench_png_stb $(BENCH_IMAGE)
+	$(BUILD)/bench_png_hook $(BENCH_IMAGE)
+
+$(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/obj
+	$(CC) -O2 $(STB_CFLAGS) $(if $(findstring hook,$@),-DHOOK) -o $@ $< -ldeflate -lz -lm

@@ -22,6 +22,12 @@
 
 static size_t max_pixels = GF_DEFAULT_MAX_PIXELS;
 
+void gf_image_set_png_level(int level)
+{
+    /* one setting for the whole run, made before any thread encodes */
+    stbi_write_png_compression_level = level;
+}
+
 void gf_image_set_max_pixels(size_t limit)
 {
     max_pixels = limit;

@@ -41,6 +41,12 @@ gf_format gf_format_from_name(const char *name);
 gf_format gf_format_from_path(const char *path);
 const char *gf_format_name(gf_format format);
 
+/* PNG compression level: 0 (none) .. 12 with libdeflate (0 .. 9 otherwise). */
+#define GF_DEFAULT_PNG_LEVEL 3
+void gf_image_set_png_level(int level);
+/* Which deflate PNG encoding uses: "libdeflate" or "stb_image_write". */
+const char *gf_png_deflater(void);
+
 /* Encode img into a heap buffer (*data, *size; free() it). quality: JPEG 1..100. */
 int gf_image_encode(const gf_image *img, gf_format format, int quality,
                     unsigned char **data, size_t *size);

@@ -31,11 +31,13 @@ enum {
     OPT_SUFFIX,
     OPT_SHARD,
     OPT_QUIET,
+    OPT_PNG_LEVEL,
 };
 
 void gf_job_init(gf_job *j)
 {
     memset(j, 0, sizeof *j);
+    gf_image_set_png_level(GF_DEFAULT_PNG_LEVEL);
     j->quality = 92;
     j->backend_options.conv_version = GF_CONV_TILED;
 }
@@ -78,6 +80,7 @@ static void usage(FILE *out)
 "  -f, --format FMT       output format: png, jpg (jpeg), bmp, tga; default: from\n"
 "                         OUTPUT's extension, png for standard output\n"
 "  -q, --quality N        JPEG quality 1-100 (default 92)\n"
+"      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 3)\n"
 "      --backend B        auto (default: the GPU if usable, else the CPU with a\n"
 "                         warning), cuda, cpu\n"
 "      --device N         CUDA device to use (default 0; see --list-devices)\n"
@@ -250,6 +253,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"jobs", required_argument, NULL, 'j'},
         {"shard", required_argument, NULL, OPT_SHARD},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"png-level", required_argument, NULL, OPT_PNG_LEVEL},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -281,7 +285,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             usage(stdout);
             return EXIT_SUCCESS;
         case 'V':
-            printf("gpufilter " GF_VERSION "\n");
+            printf("gpufilter " GF_VERSION " (PNG deflate: %s)\n", gf_png_deflater());
             return EXIT_SUCCESS;
         case OPT_BACKEND:
             if (strcmp(optarg, "auto") == 0)
@@ -393,6 +397,13 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)
                 return usage_error("--shard '%s' is not I/N with 0 <= I < N", optarg);
             break;
+        case OPT_PNG_LEVEL: {
+            int level;
+            if (parse_int(optarg, 0, 12, &level) < 0)
+                return usage_error("--png-level '%s' is not a whole number from 0 to 12", optarg);
+            gf_image_set_png_level(level);
+            break;
+        }
         case OPT_QUIET:
             j->quiet = 1;
             break;

@@ -14,7 +14,43 @@
 #define STBI_FAILURE_USERMSG
 #include <stb_image.h>
 
+#ifdef GF_HAVE_LIBDEFLATE
+/* PNG's deflate stream from libdeflate instead of stb_image_write's own
+ * compressor: on 12 Mpx photos level 3 encodes 2 to 2.7 times faster and
+ * 30% smaller than stb's default (bench/NOTES-png.md). 'level' is
+ * stbi_write_png_compression_level (--png-level). */
+#include <libdeflate.h>
+#include <stdlib.h>
+
+static unsigned char *gf_png_deflate(unsigned char *data, int size, int *out_size, int level)
+{
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
+    if (!c)
+        return NULL;
+    size_t bound = libdeflate_zlib_compress_bound(c, (size_t)size);
+    unsigned char *out = malloc(bound);
+    size_t n = out ? libdeflate_zlib_compress(c, data, (size_t)size, out, bound) : 0;
+    libdeflate_free_compressor(c);
+    if (n == 0) {
+        free(out);
+        return NULL;
+    }
+    *out_size = (int)n;
+    return out;
+}
+#define STBIW_ZLIB_COMPRESS gf_png_deflate
+#endif
+
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
+
+const char *gf_png_deflater(void)
+{
+#ifdef GF_HAVE_LIBDEFLATE
+    return "libdeflate";
+#else
+    return "stb_image_write";
+#endif
+}
 
 #pragma GCC diagnostic pop
