@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!ready) {
         if (gf_mask_parse(sobel_text, "sobel", &sobel) < 0)
             abort();
-        gf_image_set_max_pixels((size_t)1 << 18);  /* keep each run short */
+        gf_image_set_max_pixels((size_t)1 << 14);  /* keep each run short */
         ready = 1;
     }
     gf_image *img = gf_image_load_memory(data, size, "fuzz");
