@@ -21,6 +21,17 @@ def make_folder(rng, folder, count, size=(24, 16), channels=3):
     return paths
 
 
+def copies(rng, folder, count, width, height, channels):
+    """count identical random images (written once, copied): a big batch fast."""
+    folder.mkdir()
+    first = write_png(folder / "img0000.png", random_image(rng, width, height, channels))
+    data = first.read_bytes()
+    paths = [first] + [folder / f"img{i:04d}.png" for i in range(1, count)]
+    for p in paths[1:]:
+        p.write_bytes(data)
+    return paths
+
+
 def outputs(folder):
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
@@ -122,14 +133,7 @@ print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 def test_memory_stays_bounded_over_500_images(gf, rng, tmp_path):
     """500 images of 512x512 RGB (768 KiB each, 384 MiB together) on 2
     workers: the process never holds more than a few images at once."""
-    tile = random_image(rng, 512, 512, 3)
-    folder = tmp_path / "in"
-    folder.mkdir()
-    first = write_png(folder / "img0000.png", tile)
-    data = first.read_bytes()
-    inputs = [first] + [folder / f"img{i:04d}.png" for i in range(1, 500)]
-    for p in inputs[1:]:
-        p.write_bytes(data)
+    inputs = copies(rng, tmp_path / "in", 500, 512, 512, 3)
     argv = [str(gf.path), "--backend", gf.backend, "-m", "box3", "-j", "2", "-o", str(tmp_path / "out")]
     argv += [str(p) for p in inputs]
     proc = subprocess.run([sys.executable, "-c", MEASURE] + argv, capture_output=True, timeout=600)
@@ -142,14 +146,7 @@ def test_memory_stays_bounded_over_500_images(gf, rng, tmp_path):
 def test_interrupt_stops_the_batch_cleanly(gf, rng, tmp_path):
     """SIGINT in the middle of a batch: finished outputs stay whole, nothing
     partial or temporary is left, and the process ends by the signal."""
-    tile = random_image(rng, 700, 700, 4)
-    folder = tmp_path / "in"
-    folder.mkdir()
-    first = write_png(folder / "img0000.png", tile)
-    data = first.read_bytes()
-    inputs = [first] + [folder / f"img{i:04d}.png" for i in range(1, 60)]
-    for p in inputs[1:]:
-        p.write_bytes(data)
+    inputs = copies(rng, tmp_path / "in", 60, 700, 700, 4)
     out = tmp_path / "out"
     proc = subprocess.Popen([str(gf.path), "--backend", gf.backend, "-m", "gaussian5", "-j", "2",
                              "-o", str(out)] + [str(p) for p in inputs],
