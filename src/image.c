@@ -198,9 +198,36 @@ static int png_is_complete(const unsigned char *d, size_t n)
     return 0;
 }
 
+/* stb_image 2.27 reads the numbers of a PNM header into an int without an
+ * overflow check (found by fuzzing): refuse a header number of more than 9
+ * digits before it gets there. */
+static const char *pnm_problem(const unsigned char *d, size_t n)
+{
+    size_t i = 2;
+    for (int number = 0; number < 3; number++) {
+        for (;;) {  /* white space and comments, as stb skips them */
+            while (i < n && (d[i] == ' ' || (d[i] >= '\t' && d[i] <= '\r')))
+                i++;
+            if (i >= n || d[i] != '#')
+                break;
+            while (i < n && d[i] != '\n' && d[i] != '\r')
+                i++;
+        }
+        size_t digits = 0;
+        while (i < n && d[i] >= '0' && d[i] <= '9') {
+            i++;
+            if (++digits > 9)
+                return "corrupt PNM (a header number is too large)";
+        }
+    }
+    return NULL;
+}
+
 /* NULL, or why a file stb_image would accept must still be refused. */
 static const char *container_problem(const unsigned char *d, size_t n)
 {
+    if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6'))
+        return pnm_problem(d, n);
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
         return png_is_complete(d, n) ? NULL : "truncated file (the image data ends early)";
     /* stb_image takes any run of 0xFF bytes before D8 as the SOI marker */
