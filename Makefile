@@ -18,7 +18,8 @@ BUILD       ?= build-sanitize
 # AddressSanitizer and UndefinedBehaviorSanitizer on the host code; the first
 # report ends the program with a failure, so the test suites fail on it.
 SANITIZER_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-export ASAN_OPTIONS ?= detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
+# a small quarantine, so that peak memory stays near the real build's (a test bounds it)
+export ASAN_OPTIONS ?= detect_leaks=1:abort_on_error=0:allocator_may_return_null=1:quarantine_size_mb=8
 export UBSAN_OPTIONS ?= print_stacktrace=1
 endif
 BUILD       ?= build
