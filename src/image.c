@@ -259,6 +259,10 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
         gf_set_error("%s: not an image in a format this tool reads (%s)", name, stbi_failure_reason());
         return NULL;
     }
+    if (width < 1 || height < 1) {  /* stb_image 2.27 accepts a PNM 0 pixels wide */
+        gf_set_error("%s: corrupt image (%dx%d pixels)", name, width, height);
+        return NULL;
+    }
     if ((size_t)width * (size_t)height > max_pixels) {
         gf_set_error("%s: %dx%d is %zu pixels, over the limit of %zu (--max-pixels)", name, width,
                      height, (size_t)width * (size_t)height, max_pixels);

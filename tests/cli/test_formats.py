@@ -367,12 +367,14 @@ def test_output_onto_input_jpeg(gf, rng, tmp_path):
     path = tmp_path / "same.jpg"
     Image.fromarray(img).save(path, quality=95)
     before = path.read_bytes()
+    with Image.open(path) as im:
+        decoded = np.asarray(im)  # what the tool reads, up to decoder rounding
     gf.filter(path, path, ["box3"], extra=["-q", "90"])
     after = path.read_bytes()
     assert after.startswith(MAGIC["jpg"]) and after != before
     with Image.open(path) as im:
         got = np.asarray(im, dtype=float)
-    want = apply_masks(img, ["box3"])
+    want = apply_masks(decoded, ["box3"])  # one JPEG generation (q90) away from got
     assert np.abs(got - want).mean() < 3.0
 
 
