@@ -223,11 +223,63 @@ static const char *pnm_problem(const unsigned char *d, size_t n)
     return NULL;
 }
 
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t le16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+/* stb_image pads a BMP or TGA whose pixel data ends early with zeros; for
+ * the uncompressed layouts the size the pixels need is known, so a file
+ * shorter than that is refused. */
+static const char *bmp_problem(const unsigned char *d, size_t n)
+{
+    if (n < 34)
+        return NULL;  /* too short for stb to read a header: it says so itself */
+    uint64_t offset = le32(d + 10), width = le32(d + 18), bpp = le16(d + 28), compression = le32(d + 30);
+    int32_t height = (int32_t)le32(d + 22);
+    if (le32(d + 14) < 40 || (compression != 0 && compression != 3) || bpp == 0 || width > (1u << 24))
+        return NULL;  /* OS/2 headers and RLE: left to stb */
+    uint64_t rows = height < 0 ? (uint64_t)(-(int64_t)height) : (uint64_t)height;
+    uint64_t stride = (width * bpp + 31) / 32 * 4;
+    return offset + stride * rows > n ? "truncated file (the image data ends early)" : NULL;
+}
+
+static const char *tga_problem(const unsigned char *d, size_t n)
+{
+    int type = d[2];
+    if (type != 1 && type != 2 && type != 3)
+        return NULL;  /* RLE types: left to stb */
+    uint64_t map_bytes = d[1] ? (uint64_t)le16(d + 5) * ((d[7] + 7u) / 8) : 0;
+    uint64_t pixels = (uint64_t)le16(d + 12) * le16(d + 14);
+    uint64_t needed = 18 + d[0] + map_bytes + pixels * ((d[16] + 7u) / 8);
+    return needed > n ? "truncated file (the image data ends early)" : NULL;
+}
+
+/* TGA has no signature: the same test stb_image makes. */
+static int looks_like_tga(const unsigned char *d, size_t n)
+{
+    if (n < 18 || d[1] > 1)
+        return 0;
+    int type = d[2];
+    if (type != 1 && type != 2 && type != 3 && type != 9 && type != 10 && type != 11)
+        return 0;
+    int bpp = d[16];
+    return le16(d + 12) > 0 && le16(d + 14) > 0 && (bpp == 8 || bpp == 15 || bpp == 16 ||
+                                                     bpp == 24 || bpp == 32);
+}
+
 /* NULL, or why a file stb_image would accept must still be refused. */
 static const char *container_problem(const unsigned char *d, size_t n)
 {
     if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6'))
         return pnm_problem(d, n);
+    if (n >= 2 && d[0] == 'B' && d[1] == 'M')
+        return bmp_problem(d, n);
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
         return png_is_complete(d, n) ? NULL : "truncated file (the image data ends early)";
     /* stb_image takes any run of 0xFF bytes before D8 as the SOI marker */
@@ -236,6 +288,8 @@ static const char *container_problem(const unsigned char *d, size_t n)
         i++;
     if (i > 0 && i < n && d[i] == 0xD8)
         return jpeg_problem(d, n, i + 1);
+    if (looks_like_tga(d, n))
+        return tga_problem(d, n);
     return NULL;
 }
 

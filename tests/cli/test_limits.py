@@ -82,3 +82,26 @@ def test_fuzz_regression(gf, tmp_path, path):
     r = gf.run("--backend", gf.backend, "-m", "sobel", "--equalize", path, out, timeout=60)
     check_error(r, 1, [str(path)])
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["BMP", "TGA"])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_truncated_bmp_and_tga_are_refused(gf, rng, tmp_path, fmt, channels):
+    """stb_image pads missing pixel data with zeros; the tool refuses instead.
+    The whole file still works."""
+    import io
+    from PIL import Image
+    img = random_image(rng, 53, 37, channels)
+    buf = io.BytesIO()
+    Image.fromarray(img[..., 0] if channels == 1 else img).save(buf, format=fmt)
+    data = buf.getvalue()
+    whole = tmp_path / f"whole.{fmt.lower()}"
+    whole.write_bytes(data)
+    gf.run("--backend", gf.backend, whole, tmp_path / "whole.png").ok()
+    for cut in (len(data) // 2, len(data) - 200):
+        src = tmp_path / f"cut{cut}.{fmt.lower()}"
+        src.write_bytes(data[:cut])
+        out = tmp_path / f"out{cut}.png"
+        r = gf.run("--backend", gf.backend, src, out)
+        check_error(r, 1, [str(src), "truncated"])
+        assert not out.exists()
