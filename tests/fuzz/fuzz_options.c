@@ -35,8 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int status = gf_parse_options(argc, argv, &job);
     if (status != -1 && status != 0 && status != GF_EXIT_FILE && status != GF_EXIT_USAGE)
         abort();
-    if (status == -1 && (!job.input || (!job.output && !job.stats)))
-        abort();  /* a job to run always has its paths */
+    /* a job to run always has somewhere to read and something to produce */
+    if (status == -1 && !job.batch && (!job.input || (!job.output && !job.stats)))
+        abort();
+    if (status == -1 && job.batch &&
+        ((job.input_count == 0 && !job.files_from) || (!job.output_dir && !job.stats)))
+        abort();
     gf_job_free(&job);
     free(text);
     return 0;
