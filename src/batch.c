@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -278,15 +277,8 @@ typedef struct {
     pthread_mutex_t report_lock; /* stderr and stdout lines */
     atomic_size_t next, done, failed;
     int progress;                /* a progress line on stderr (a terminal) */
-    double started;
+    double started;              /* gf_now_ms() */
 } batch_run;
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void clear_progress(const batch_run *run)
 {
@@ -297,7 +289,7 @@ static void clear_progress(const batch_run *run)
 static void show_progress(batch_run *run)
 {
     size_t done = atomic_load(&run->done), total = run->batch->count;
-    double elapsed = seconds_now() - run->started;
+    double elapsed = (gf_now_ms() - run->started) / 1e3;
     double rate = elapsed > 0 ? (double)done / elapsed : 0.0;
     double eta = rate > 0 ? (double)(total - done) / rate : 0.0;
     fprintf(stderr, "\r\033[Kgpufilter: %zu/%zu files, %.1f images/s, ETA %d:%02d", done, total,
@@ -373,7 +365,7 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         .batch = batch,
         .shared = strcmp(backend->name, "cpu") == 0 ? NULL : backend,
         .progress = !job->quiet && isatty(STDERR_FILENO),
-        .started = seconds_now(),
+        .started = gf_now_ms(),
     };
     pthread_mutex_init(&run.device_lock, NULL);
     pthread_mutex_init(&run.report_lock, NULL);

@@ -464,8 +464,11 @@ static struct {
 static atomic_int pending_slots_taken;
 static _Thread_local int pending_slot = -1;
 
+static volatile sig_atomic_t aborting;
+
 void gf_image_abort_save(void)
 {
+    aborting = 1;  /* a thread creating a file after this removes it itself */
     for (int i = 0; i < PENDING_SLOTS; i++)
         if (pending[i].active)
             unlink(pending[i].path);
@@ -524,17 +527,27 @@ static int write_file_atomically(const char *path, const unsigned char *data, si
     }
     mode_t mode = output_mode(path);
     const int slot = my_pending_slot();
-    if (slot >= 0)
+    if (slot >= 0) {
+        /* active before the file exists: mkstemp writes the name into the
+         * slot before it creates the file, so an interrupt never misses it */
         memcpy(pending[slot].path, temp, sizeof temp);
+        pending[slot].active = 1;
+    }
     int fd = mkstemp(slot >= 0 ? pending[slot].path : temp);
+    if (fd >= 0 && aborting) {
+        unlink(slot >= 0 ? pending[slot].path : temp);
+        close(fd);
+        fd = -1;
+        errno = EINTR;
+    }
     if (fd < 0) {
+        if (slot >= 0)
+            pending[slot].active = 0;
         gf_set_error("%s: cannot create the output: %s", path, strerror(errno));
         return -1;
     }
-    if (slot >= 0) {
+    if (slot >= 0)
         memcpy(temp, pending[slot].path, sizeof temp);
-        pending[slot].active = 1;
-    }
     int failed = fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0;
     int saved_errno = errno;
     if (close(fd) < 0 && !failed) {

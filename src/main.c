@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -26,13 +25,6 @@ static gf_backend *open_backend(const gf_job *j)
     return gf_backend_cpu_new(&j->backend_options);
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static int run(const gf_job *j)
 {
     gf_backend *backend = open_backend(j);
@@ -41,15 +33,15 @@ static int run(const gf_job *j)
         return GF_EXIT_FILE;
     }
     int status = GF_EXIT_FILE;
-    double t0 = now_ms();
+    double t0 = gf_now_ms();
     gf_image *img = gf_image_load(j->input);
-    double t1 = now_ms(), t2 = t1;
+    double t1 = gf_now_ms(), t2 = t1;
     gf_pipeline_times times = {0};
     gf_channel_stats stats[4];
     if (img) {
         int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
                                          j->output != NULL, &times);
-        t2 = now_ms();
+        t2 = gf_now_ms();
         if (run_status == 0 && j->stats) {
             FILE *out = j->output && strcmp(j->output, "-") == 0 ? stderr : stdout;
             gf_stats_print(out, j->stats, j->input, img->width, img->height, img->channels, stats);
@@ -66,7 +58,7 @@ static int run(const gf_job *j)
         fprintf(stderr, "gpufilter: %s %dx%dx%d on %s: decode %.1f ms, upload %.1f ms, filter %.1f ms, "
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
                 img->channels, backend->name, t1 - t0, times.upload_ms, times.filter_ms,
-                times.download_ms, now_ms() - t2);
+                times.download_ms, gf_now_ms() - t2);
     gf_image_free(img);
     backend->destroy(backend);
     return status;

@@ -2,7 +2,6 @@
 #include "pipeline.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 #include "util.h"
 
@@ -66,20 +65,13 @@ int gf_pipeline_channels_filtered(const gf_pipeline *pipeline, int channels)
     return has_alpha && !pipeline->filter_alpha ? channels - 1 : channels;
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
                     gf_channel_stats *stats, int download, gf_pipeline_times *times)
 {
-    double t0 = now_ms();
+    double t0 = gf_now_ms();
     if (backend->upload(backend, img) < 0)
         return -1;
-    double t1 = now_ms();
+    double t1 = gf_now_ms();
     const int filtered = gf_pipeline_channels_filtered(pipeline, img->channels);
     const int colour = gf_colour_channels(img->channels);
     for (int i = 0; i < pipeline->count; i++) {
@@ -103,10 +95,10 @@ int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *
         return -1;
     if (backend->finish(backend) < 0)
         return -1;
-    double t2 = now_ms();
+    double t2 = gf_now_ms();
     if (download && backend->download(backend, img) < 0)
         return -1;
-    double t3 = now_ms();
+    double t3 = gf_now_ms();
     if (times)
         *times = (gf_pipeline_times){t1 - t0, t2 - t1, t3 - t2};
     return 0;

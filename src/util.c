@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 /* one message per thread: batch workers fail independently */
 static _Thread_local char error_message[1024] = "gpufilter: unknown error";
@@ -19,6 +20,13 @@ void gf_set_error(const char *fmt, ...)
 const char *gf_error(void)
 {
     return error_message;
+}
+
+double gf_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 int gf_mul_size(size_t a, size_t b, size_t *out)

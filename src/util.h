@@ -9,6 +9,9 @@
 void gf_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *gf_error(void);
 
+/* Milliseconds on the monotonic clock, for stage timings and rates. */
+double gf_now_ms(void);
+
 /* a * b, or -1 when the product overflows size_t. */
 int gf_mul_size(size_t a, size_t b, size_t *out);
 
