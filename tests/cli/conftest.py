@@ -57,6 +57,32 @@ def pytest_configure(config):
     config._gpufilter_seed = seed
 
 
+    if config.getoption("--backend") == "cuda" and workerinput is None:
+        _start_cuda_hold(config)
+
+
+def _start_cuda_hold(config):
+    """With --backend cuda, keep one CUDA context open for the whole run
+    (build/cuda-hold, next to the binary): without a persistence daemon every
+    gpufilter start would otherwise initialise the GPU from cold."""
+    helper = _binary_path(config).parent / "cuda-hold"
+    config._cuda_hold = None
+    if not helper.exists():
+        return
+    proc = subprocess.Popen([str(helper)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    if proc.stdout.readline().strip() == b"ready":
+        config._cuda_hold = proc
+    else:
+        proc.wait()
+
+
+def pytest_unconfigure(config):
+    proc = getattr(config, "_cuda_hold", None)
+    if proc is not None:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     # pytest-xdist: every worker uses the controller's seed.
