@@ -177,6 +177,24 @@ static conv2d_entry conv2d_entry_for(int version, int channels)
     return table[version][channels - 1];
 }
 
+extern "C" const char *conv2d_version_name(int version)
+{
+    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled"};
+    return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
+}
+
+extern "C" int conv2d_supports(int version, const conv2d_launch *p)
+{
+    return version >= 0 && version < CONV2D_VERSIONS && p->channels >= 1 && p->channels <= 4;
+}
+
+extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
+{
+    (void)version;
+    (void)p;
+    return 0;
+}
+
 extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
 {
     if (version == 0)

@@ -30,7 +30,20 @@ typedef struct {
     float scale[4];
     float offset[4];
     int tile_width, tile_height;  /* block shape: one thread per output pixel */
+    /* separable versions: the one matrix is column[y] * row[x] */
+    const float *row_weights;     /* device, mask_width floats */
+    const float *column_weights;  /* device, mask_height floats */
+    void *scratch;                /* device, conv2d_scratch_bytes(); NULL if that is 0 */
 } conv2d_launch;
+
+/* Short name of a version ("naive", "tiled", ...), NULL past the ladder. */
+const char *conv2d_version_name(int version);
+/* Whether a version can run this launch (a separable version needs a
+ * separable mask, say): 1 or 0. */
+int conv2d_supports(int version, const conv2d_launch *p);
+/* Device scratch a launch of this version needs (intermediate of a
+ * two-pass version), 0 for none. */
+size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
 /* Dynamic shared memory a launch of this version needs (0 for naive). */
 size_t conv2d_shared_bytes(int version, const conv2d_launch *p);
