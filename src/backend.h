@@ -22,6 +22,7 @@ typedef struct {
     int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
     gf_conv_version conv_version;
     int device;                   /* CUDA device ordinal */
+    size_t memory_limit;          /* image buffers on the device; 0: what is free */
     FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
 } gf_backend_options;
 

@@ -1,6 +1,20 @@
 /* backend_cuda.c - host side of the GPU backend: device, buffers, tile
  * choice, launches. One upload and one download per image; every operation
- * in between runs on device buffers (two, used in turn). */
+ * in between runs on device buffers (two, used in turn).
+ *
+ * An image whose two buffers do not fit the GPU memory budget (what the
+ * device has free, or --gpu-memory) is processed in strips: it stays in host
+ * memory and every operation streams it through the device a band of rows at
+ * a time. A convolution uploads each band with its halo rows (mapped through
+ * the border mode, so wrap and reflect read the right rows) and keeps the
+ * band's interior; histograms and reductions are accumulated over the bands
+ * before the look-up table is built, so the result equals the whole-image
+ * path.
+ *
+ * GPUFILTER_TEST_FAULT (tests only): "alloc" makes every image-buffer
+ * allocation ask the device for more than it has; "launch" launches conv2d
+ * with a block over the device's limit. Both are real CUDA failures that
+ * travel the normal error path. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +49,12 @@ typedef struct {
     reduce_result *range;
     int width, height, channels;
     cudaEvent_t start, stop;
+    /* strip mode: the image in host memory, host[host_current] */
+    int strips;
+    unsigned char *host[2];
+    int host_current;
+    size_t strip_rows;          /* rows one device buffer holds */
+    enum { FAULT_NONE = 0, FAULT_ALLOC, FAULT_LAUNCH } fault;
 } cuda_backend;
 
 /* ---- tile choice ------------------------------------------------------------ */
@@ -133,28 +153,153 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
 
 /* ---- backend primitives ----------------------------------------------------- */
 
+static size_t row_bytes(const cuda_backend *b)
+{
+    return (size_t)b->width * (size_t)b->channels;
+}
+
+static void free_strip_host(cuda_backend *b)
+{
+    free(b->host[0]);
+    free(b->host[1]);
+    b->host[0] = b->host[1] = NULL;
+    b->strips = 0;
+}
+
+/* Device bytes the image buffers may take: --gpu-memory, or what is free
+ * now (counting the buffers this backend already holds) less a margin for
+ * the runtime and the tone scratch. */
+static size_t memory_budget(const cuda_backend *b)
+{
+    if (b->options.memory_limit)
+        return b->options.memory_limit;
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
+        return 0;
+    const size_t margin = (size_t)64 << 20;
+    free_bytes += 2 * b->buffer_bytes;
+    return free_bytes > margin ? free_bytes - margin : 0;
+}
+
+/* Two device buffers of at least 'bytes' each. */
+static cudaError_t ensure_buffers(cuda_backend *b, size_t bytes)
+{
+    if (bytes <= b->buffer_bytes)
+        return cudaSuccess;
+    for (int i = 0; i < 2; i++) {
+        cudaFree(b->buffer[i]);
+        b->buffer[i] = NULL;
+    }
+    b->buffer_bytes = 0;
+    /* the fault asks for more than any device has: a real allocation failure */
+    size_t ask = b->fault == FAULT_ALLOC ? (size_t)1 << 60 : bytes;
+    for (int i = 0; i < 2; i++) {
+        cudaError_t err = cudaMalloc((void **)&b->buffer[i], ask);
+        if (err != cudaSuccess) {
+            cudaFree(b->buffer[0]);
+            b->buffer[0] = NULL;
+            (void)cudaGetLastError(); /* clear the sticky allocation error */
+            return err;
+        }
+    }
+    b->buffer_bytes = bytes;
+    return cudaSuccess;
+}
+
+static int upload_strips(cuda_backend *b, const gf_image *img, size_t budget)
+{
+    const size_t line = row_bytes(b), bytes = gf_image_bytes(img);
+    size_t rows = budget / 2 / line;
+    if (rows > (size_t)b->height)
+        rows = (size_t)b->height;
+    if (rows == 0) {
+        gf_set_error("a %dx%dx%d image needs at least %zu bytes of GPU memory for strips of one "
+                     "row; %zu bytes are available (--gpu-memory)", b->width, b->height, b->channels,
+                     2 * line, budget);
+        return -1;
+    }
+    cudaError_t err = ensure_buffers(b, rows * line);
+    if (err != cudaSuccess) {
+        gf_set_error("CUDA error while allocating strip buffers of %zu bytes: %s", rows * line,
+                     cudaGetErrorString(err));
+        return -1;
+    }
+    b->host[0] = malloc(bytes);
+    if (!b->host[0]) {
+        gf_set_error("out of memory (%zu bytes for the image in strip mode)", bytes);
+        return -1;
+    }
+    memcpy(b->host[0], img->pixels, bytes);
+    b->host_current = 0;
+    b->strip_rows = rows;
+    b->strips = 1;
+    if (b->options.log)
+        fprintf(b->options.log, "gpufilter: %dx%dx%d image (%zu bytes) over the GPU memory budget "
+                "(%zu bytes): strips of up to %zu rows\n", b->width, b->height, b->channels, bytes,
+                budget, rows);
+    return 0;
+}
+
 static int cuda_upload(gf_backend *self, const gf_image *img)
 {
     cuda_backend *b = (cuda_backend *)self;
     size_t bytes = gf_image_bytes(img);
     /* a batch calls from several threads; each starts on device 0 */
     CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
-    if (bytes > b->buffer_bytes) {
-        for (int i = 0; i < 2; i++) {
-            cudaFree(b->buffer[i]);
-            b->buffer[i] = NULL;
-        }
-        b->buffer_bytes = 0;
-        for (int i = 0; i < 2; i++)
-            CUDA_CHECK(cudaMalloc((void **)&b->buffer[i], bytes), "allocating image buffers");
-        b->buffer_bytes = bytes;
-    }
+    free_strip_host(b);
     b->width = img->width;
     b->height = img->height;
     b->channels = img->channels;
     b->current = 0;
-    CUDA_CHECK(cudaMemcpy(b->buffer[0], img->pixels, bytes, cudaMemcpyHostToDevice),
-               "uploading the image");
+    size_t budget = memory_budget(b);
+    if (bytes <= budget / 2) {
+        cudaError_t err = ensure_buffers(b, bytes);
+        if (err == cudaSuccess) {
+            CUDA_CHECK(cudaMemcpy(b->buffer[0], img->pixels, bytes, cudaMemcpyHostToDevice),
+                       "uploading the image");
+            return 0;
+        }
+        if (err != cudaErrorMemoryAllocation) {
+            gf_set_error("CUDA error while allocating image buffers: %s", cudaGetErrorString(err));
+            return -1;
+        }
+        /* another process took the memory meanwhile: fall back to strips */
+        budget = memory_budget(b);
+    }
+    return upload_strips(b, img, budget);
+}
+
+/* Copy image rows first..first+count-1 (numbered as in the whole image,
+ * possibly outside it) from host memory into the device buffer dst, each
+ * mapped through the border mode; rows outside in constant mode are zero. */
+static int load_rows(cuda_backend *b, unsigned char *dst, int first, int count, gf_border border)
+{
+    const size_t line = row_bytes(b);
+    const unsigned char *src = b->host[b->host_current];
+    for (int i = 0; i < count;) {
+        int from = gf_border_index(first + i, b->height, border);
+        if (from < 0) {
+            CUDA_CHECK(cudaMemset(dst + (size_t)i * line, 0, line), "clearing a border row");
+            i++;
+            continue;
+        }
+        int run = 1;  /* consecutive rows go in one copy */
+        while (i + run < count && gf_border_index(first + i + run, b->height, border) == from + run)
+            run++;
+        CUDA_CHECK(cudaMemcpy(dst + (size_t)i * line, src + (size_t)from * line, (size_t)run * line,
+                              cudaMemcpyHostToDevice), "uploading a strip");
+        i += run;
+    }
+    return 0;
+}
+
+static int ensure_second_host_buffer(cuda_backend *b)
+{
+    unsigned char **other = &b->host[1 - b->host_current];
+    if (!*other && !(*other = malloc((size_t)b->height * row_bytes(b)))) {
+        gf_set_error("out of memory (a second image buffer for strip mode)");
+        return -1;
+    }
     return 0;
 }
 
@@ -194,14 +339,12 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
             ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name);
 }
 
-static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
-                         int channels_filtered)
+/* Weights uploaded and the tile chosen (or checked) for a convolution of
+ * an image of the backend's width and channels. */
+static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
+                            int channels_filtered, conv2d_launch *p)
 {
-    cuda_backend *b = (cuda_backend *)self;
-    const int version = b->options.conv_version;
-    conv2d_launch p = {
-        .src = b->buffer[b->current],
-        .dst = b->buffer[1 - b->current],
+    *p = (conv2d_launch){
         .width = b->width,
         .height = b->height,
         .channels = b->channels,
@@ -214,26 +357,80 @@ static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border
         .tile_width = b->options.tile_width,
         .tile_height = b->options.tile_height,
     };
-    if (upload_weights(b, mask, &p) < 0)
+    const int version = b->options.conv_version;
+    if (upload_weights(b, mask, p) < 0)
         return -1;
-    if (p.tile_width == 0) {
-        if (choose_tile(b, version, &p) < 0)
-            return -1;
-    } else {
-        int fits = tile_fits(b, version, &p);
-        if (fits < 0)
-            return fits;
-    }
+    if (p->tile_width == 0)
+        return choose_tile(b, version, p);
+    return tile_fits(b, version, p);
+}
+
+static int launch_convolve(cuda_backend *b, const gf_mask *mask, conv2d_launch *p)
+{
+    const int version = b->options.conv_version;
+    conv2d_launch launch = *p;
+    if (b->fault == FAULT_LAUNCH)
+        launch.tile_width = 2 * b->prop.maxThreadsPerBlock;  /* over the limit: the launch fails */
     if (b->options.log)
         CUDA_CHECK(cudaEventRecord(b->start, 0), "recording an event");
-    CUDA_CHECK(conv2d_gpu(version, &p, 0), "launching conv2d");
+    CUDA_CHECK(conv2d_gpu(version, &launch, 0), "launching conv2d");
     if (b->options.log) {
         float ms = 0.0f;
         CUDA_CHECK(cudaEventRecord(b->stop, 0), "recording an event");
         CUDA_CHECK(cudaEventSynchronize(b->stop), "running conv2d");
         CUDA_CHECK(cudaEventElapsedTime(&ms, b->start, b->stop), "timing conv2d");
-        report_launch(b, version, &p, mask, ms);
+        report_launch(b, version, p, mask, ms);
     }
+    return 0;
+}
+
+/* A convolution in strips: each band of output rows is computed from a
+ * device copy of its input rows plus the halo, mapped through the border. */
+static int convolve_strips(cuda_backend *b, const gf_mask *mask, conv2d_launch *p)
+{
+    const int halo = mask->height - 1, above = mask->height / 2;
+    if (b->strip_rows < (size_t)mask->height) {
+        gf_set_error("the %dx%d mask needs strips of at least %d rows (%zu bytes of GPU memory); "
+                     "the memory budget allows %zu rows (--gpu-memory)", mask->width, mask->height,
+                     mask->height, 2 * (size_t)mask->height * row_bytes(b), b->strip_rows);
+        return -1;
+    }
+    if (ensure_second_host_buffer(b) < 0)
+        return -1;
+    const size_t line = row_bytes(b);
+    const int band = (int)b->strip_rows - halo;
+    unsigned char *out = b->host[1 - b->host_current];
+    for (int y0 = 0; y0 < b->height; y0 += band) {
+        const int rows = b->height - y0 < band ? b->height - y0 : band;
+        if (load_rows(b, b->buffer[0], y0 - above, rows + halo, (gf_border)p->border) < 0)
+            return -1;
+        /* the band's own border rows are never read for the rows kept */
+        p->src = b->buffer[0];
+        p->dst = b->buffer[1];
+        p->height = rows + halo;
+        if (launch_convolve(b, mask, p) < 0)
+            return -1;
+        CUDA_CHECK(cudaMemcpy(out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
+                              (size_t)rows * line, cudaMemcpyDeviceToHost), "downloading a strip");
+    }
+    b->host_current = 1 - b->host_current;
+    return 0;
+}
+
+static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
+                         int channels_filtered)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    conv2d_launch p;
+    int status = prepare_convolve(b, mask, border, channels_filtered, &p);
+    if (status < 0)
+        return status;
+    if (b->strips)
+        return convolve_strips(b, mask, &p);
+    p.src = b->buffer[b->current];
+    p.dst = b->buffer[1 - b->current];
+    if (launch_convolve(b, mask, &p) < 0)
+        return -1;
     b->current = 1 - b->current;
     return 0;
 }
@@ -243,52 +440,153 @@ static size_t pixel_count(const cuda_backend *b)
     return (size_t)b->width * (size_t)b->height;
 }
 
+/* ---- tone operations, on the whole image or accumulated over strips ------- */
+
+static int band_rows(const cuda_backend *b, int y0)
+{
+    return b->height - y0 < (int)b->strip_rows ? b->height - y0 : (int)b->strip_rows;
+}
+
+static int upload_band(cuda_backend *b, int y0, int rows)
+{
+    const size_t line = row_bytes(b);
+    CUDA_CHECK(cudaMemcpy(b->buffer[0], b->host[b->host_current] + (size_t)y0 * line,
+                          (size_t)rows * line, cudaMemcpyHostToDevice), "uploading a strip");
+    return 0;
+}
+
+/* 256-bin histograms of the image into b->hist: one of the luma, or one per
+ * channel. */
+static int histograms(cuda_backend *b, int luma)
+{
+    if (!b->strips) {
+        CUDA_CHECK(histogram_gpu(1, b->buffer[b->current], pixel_count(b), b->channels, luma,
+                                 b->hist, 0), "launching histogram");
+        return 0;
+    }
+    const size_t counters = (size_t)(luma ? 1 : b->channels) * GF_BINS;
+    unsigned long long total[4 * GF_BINS] = {0}, band[4 * GF_BINS];
+    for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
+        const int rows = band_rows(b, y0);
+        if (upload_band(b, y0, rows) < 0)
+            return -1;
+        CUDA_CHECK(histogram_gpu(1, b->buffer[0], (size_t)rows * b->width, b->channels, luma,
+                                 b->hist, 0), "launching histogram");
+        CUDA_CHECK(cudaMemcpy(band, b->hist, counters * sizeof band[0], cudaMemcpyDeviceToHost),
+                   "downloading histograms");
+        for (size_t i = 0; i < counters; i++)
+            total[i] += band[i];
+    }
+    CUDA_CHECK(cudaMemcpy(b->hist, total, counters * sizeof total[0], cudaMemcpyHostToDevice),
+               "uploading histograms");
+    return 0;
+}
+
+static void merge_range(reduce_result *into, const reduce_result *band, int channels)
+{
+    for (int c = 0; c < channels; c++) {
+        if (band->min[c] < into->min[c])
+            into->min[c] = band->min[c];
+        if (band->max[c] > into->max[c])
+            into->max[c] = band->max[c];
+        into->sum[c] += band->sum[c];
+        into->sum_squares[c] += band->sum_squares[c];
+    }
+}
+
+/* Min, max, sum and sum of squares of every channel into b->range. */
+static int reduction(cuda_backend *b)
+{
+    if (!b->strips) {
+        CUDA_CHECK(reduce_gpu(b->buffer[b->current], pixel_count(b), b->channels, b->range, 0),
+                   "launching reduce");
+        return 0;
+    }
+    reduce_result total = {0}, band;
+    for (int c = 0; c < 4; c++)
+        total.min[c] = 255;
+    for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
+        const int rows = band_rows(b, y0);
+        if (upload_band(b, y0, rows) < 0)
+            return -1;
+        CUDA_CHECK(reduce_gpu(b->buffer[0], (size_t)rows * b->width, b->channels, b->range, 0),
+                   "launching reduce");
+        CUDA_CHECK(cudaMemcpy(&band, b->range, sizeof band, cudaMemcpyDeviceToHost),
+                   "downloading statistics");
+        merge_range(&total, &band, b->channels);
+    }
+    CUDA_CHECK(cudaMemcpy(b->range, &total, sizeof total, cudaMemcpyHostToDevice),
+               "uploading statistics");
+    return 0;
+}
+
+typedef enum { LUT_PER_CHANNEL, LUT_SHARED, LUT_LUMA } lut_mode;
+
+static cudaError_t lut_launch(const cuda_backend *b, unsigned char *px, size_t n, int colour,
+                              lut_mode mode)
+{
+    if (mode == LUT_LUMA)
+        return lut_apply_luma_gpu(px, n, b->channels, b->lut, 0);
+    return lut_apply_gpu(px, n, b->channels, colour, b->lut, mode == LUT_PER_CHANNEL, 0);
+}
+
+/* Map the image through the LUTs in b->lut. */
+static int apply_lut(cuda_backend *b, int colour, lut_mode mode)
+{
+    if (!b->strips) {
+        CUDA_CHECK(lut_launch(b, b->buffer[b->current], pixel_count(b), colour, mode),
+                   "launching the LUT");
+        return 0;
+    }
+    const size_t line = row_bytes(b);
+    for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
+        const int rows = band_rows(b, y0);
+        if (upload_band(b, y0, rows) < 0)
+            return -1;
+        CUDA_CHECK(lut_launch(b, b->buffer[0], (size_t)rows * b->width, colour, mode),
+                   "launching the LUT");
+        CUDA_CHECK(cudaMemcpy(b->host[b->host_current] + (size_t)y0 * line, b->buffer[0],
+                              (size_t)rows * line, cudaMemcpyDeviceToHost), "downloading a strip");
+    }
+    return 0;
+}
+
 static int cuda_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
 {
     cuda_backend *b = (cuda_backend *)self;
-    unsigned char *px = b->buffer[b->current];
-    const size_t n = pixel_count(b);
-    if (mode == GF_EQUALIZE_LUMINANCE && colour == 3) {
-        CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 1, b->hist, 0), "launching histogram");
-        CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, 0), "launching scan");
-        CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, 1, b->lut, 0), "launching the LUT builder");
-        CUDA_CHECK(lut_apply_luma_gpu(px, n, b->channels, b->lut, 0), "launching the LUT");
-        return 0;
-    }
-    CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 0, b->hist, 0), "launching histogram");
-    CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, colour, 0), "launching scan");
-    CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, colour, b->lut, 0), "launching the LUT builder");
-    CUDA_CHECK(lut_apply_gpu(px, n, b->channels, colour, b->lut, 1, 0), "launching the LUT");
-    return 0;
+    const int luma = mode == GF_EQUALIZE_LUMINANCE && colour == 3;
+    const int histogram_count = luma ? 1 : colour;
+    if (histograms(b, luma) < 0)
+        return -1;
+    CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, histogram_count, 0), "launching scan");
+    CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, histogram_count, b->lut, 0),
+               "launching the LUT builder");
+    return apply_lut(b, colour, luma ? LUT_LUMA : LUT_PER_CHANNEL);
 }
 
 static int cuda_stretch(gf_backend *self, const gf_stretch *how, int colour)
 {
     cuda_backend *b = (cuda_backend *)self;
-    unsigned char *px = b->buffer[b->current];
-    const size_t n = pixel_count(b);
     if (how->kind == GF_STRETCH_NORMALIZE) {
         /* gray: channel 0's histogram is the first of the per-channel ones */
-        CUDA_CHECK(histogram_gpu(1, px, n, b->channels, colour == 3, b->hist, 0),
-                   "launching histogram");
+        if (histograms(b, colour == 3) < 0)
+            return -1;
         CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, 0), "launching scan");
         CUDA_CHECK(lut_normalize_gpu(b->cdf, how->black, how->white, b->lut, 0),
                    "launching the LUT builder");
     } else {
-        CUDA_CHECK(reduce_gpu(px, n, b->channels, b->range, 0), "launching reduce");
+        if (reduction(b) < 0)
+            return -1;
         CUDA_CHECK(lut_auto_level_gpu(b->range, colour, b->lut, 0), "launching the LUT builder");
     }
-    CUDA_CHECK(lut_apply_gpu(px, n, b->channels, colour, b->lut, 0, 0), "launching the LUT");
-    return 0;
+    return apply_lut(b, colour, LUT_SHARED);
 }
 
 static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
 {
     cuda_backend *b = (cuda_backend *)self;
-    const unsigned char *px = b->buffer[b->current];
-    const size_t n = pixel_count(b);
-    CUDA_CHECK(histogram_gpu(1, px, n, b->channels, 0, b->hist, 0), "launching histogram");
-    CUDA_CHECK(reduce_gpu(px, n, b->channels, b->range, 0), "launching reduce");
+    if (histograms(b, 0) < 0 || reduction(b) < 0)
+        return -1;
     unsigned long long hist[4 * GF_BINS];
     reduce_result range;
     CUDA_CHECK(cudaMemcpy(hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0],
@@ -316,6 +614,10 @@ static int cuda_finish(gf_backend *self)
 static int cuda_download(gf_backend *self, gf_image *img)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (b->strips) {
+        memcpy(img->pixels, b->host[b->host_current], gf_image_bytes(img));
+        return 0;
+    }
     CUDA_CHECK(cudaMemcpy(img->pixels, b->buffer[b->current], gf_image_bytes(img),
                           cudaMemcpyDeviceToHost), "downloading the image");
     return 0;
@@ -324,6 +626,7 @@ static int cuda_download(gf_backend *self, gf_image *img)
 static void cuda_destroy(gf_backend *self)
 {
     cuda_backend *b = (cuda_backend *)self;
+    free_strip_host(b);
     cudaFree(b->buffer[0]);
     cudaFree(b->buffer[1]);
     cudaFree(b->weights);
@@ -363,6 +666,11 @@ static int cuda_open(cuda_backend *b)
         gf_set_error("no CUDA device %d (this machine has %d)", b->options.device, count);
         return -1;
     }
+    const char *fault = getenv("GPUFILTER_TEST_FAULT");
+    if (fault && strcmp(fault, "alloc") == 0)
+        b->fault = FAULT_ALLOC;
+    else if (fault && strcmp(fault, "launch") == 0)
+        b->fault = FAULT_LAUNCH;
     CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
     CUDA_CHECK(cudaGetDeviceProperties(&b->prop, b->options.device), "reading device properties");
     CUDA_CHECK(cudaMalloc((void **)&b->weights,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ enum {
     OPT_SHARD,
     OPT_QUIET,
     OPT_PNG_LEVEL,
+    OPT_GPU_MEMORY,
 };
 
 void gf_job_init(gf_job *j)
@@ -87,6 +89,9 @@ static void usage(FILE *out)
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API)\n"
 "      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
+"      --gpu-memory SIZE  GPU memory the image buffers may use, e.g. 512M\n"
+"                         (default: what the device has free). A larger image\n"
+"                         is processed in horizontal strips\n"
 "\n"
 "Batches (several inputs, written to a folder):\n"
 "  -o, --output-dir DIR   write each INPUT's result to DIR (created if missing),\n"
@@ -224,6 +229,29 @@ static int parse_tile(const char *s, int *width, int *height)
     return parse_int(left, 1, 1 << 16, width) < 0 || parse_int(x + 1, 1, 1 << 16, height) < 0 ? -1 : 0;
 }
 
+/* A positive size in bytes with an optional K, M or G suffix (powers of 1024). */
+static int parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || s[0] == '-' || v == 0)
+        return -1;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift && *++end == 'B')
+        end++;
+    if (*end != '\0' || v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)v << shift;
+    return 0;
+}
+
 /* Returns -1 to go on, or the exit status when the options end the program. */
 int gf_parse_options(int argc, char **argv, gf_job *j)
 {
@@ -254,6 +282,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"shard", required_argument, NULL, OPT_SHARD},
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"png-level", required_argument, NULL, OPT_PNG_LEVEL},
+        {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -367,6 +396,10 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                 return out_of_memory();
             break;
         }
+        case OPT_GPU_MEMORY:
+            if (parse_bytes(optarg, &j->backend_options.memory_limit) < 0)
+                return usage_error("--gpu-memory '%s' is not a size such as 512M or 4G", optarg);
+            break;
         case OPT_MAX_PIXELS: {
             char *end;
             errno = 0;

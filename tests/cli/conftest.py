@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -37,6 +38,14 @@ def pytest_addoption(parser):
                          "reduced: every k-th case of the big grids (tests marked "
                          "reduce(k)), a covering subset for a quick CUDA check, where "
                          "each run of the binary pays ~0.2 s of CUDA start-up")
+    group.addoption("--sanitizer", choices=["memcheck", "racecheck", "synccheck", "initcheck"],
+                    default=None,
+                    help="run every CUDA invocation of the binary under compute-sanitizer "
+                         "with this tool; a report fails the test (exit 86) and the "
+                         "summary counts the processes checked")
+    group.addoption("--part", metavar="I/N", default=None,
+                    help="run only part I (0 <= I < N) of the collected tests, every N-th "
+                         "from the I-th: splits a long CUDA run across commands")
 
 
 def _binary_path(config):
@@ -59,6 +68,9 @@ def pytest_configure(config):
 
     if config.getoption("--backend") == "cuda" and workerinput is None:
         _start_cuda_hold(config)
+    if config.getoption("--sanitizer") and workerinput is None:
+        # workers inherit the folder through the environment
+        os.environ["GPUFILTER_SANITIZER_LOGS"] = tempfile.mkdtemp(prefix="gpufilter-sanitizer-")
 
 
 def _start_cuda_hold(config):
@@ -104,7 +116,25 @@ def pytest_report_header(config):
     ]
 
 
+def sanitizer_summary(folder):
+    """Processes checked and errors reported, from compute-sanitizer's logs."""
+    processes = errors = 0
+    for log in Path(folder).glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if "ERROR SUMMARY:" in line:
+                processes += 1
+                errors += int(line.split("ERROR SUMMARY:")[1].split()[0])
+    return processes, errors
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    tool = config.getoption("--sanitizer")
+    folder = os.environ.get("GPUFILTER_SANITIZER_LOGS")
+    if tool and folder and getattr(config, "workerinput", None) is None:
+        processes, errors = sanitizer_summary(folder)
+        terminalreporter.write_line(
+            f"compute-sanitizer {tool}: {processes} gpufilter processes checked, "
+            f"ERROR SUMMARY: {errors} errors (logs in {folder})")
     if exitstatus != 0:
         terminalreporter.write_line(
             f"gpufilter: inputs came from GPUFILTER_TEST_SEED={config._gpufilter_seed}")
@@ -129,6 +159,16 @@ def pytest_collection_modifyitems(config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+    part = config.getoption("--part")
+    if part:
+        try:
+            index, count = (int(v) for v in part.split("/"))
+            assert 0 <= index < count
+        except (ValueError, AssertionError):
+            raise pytest.UsageError(f"--part {part!r} is not I/N with 0 <= I < N")
+        drop = [item for i, item in enumerate(items) if i % count != index]
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for i, item in enumerate(items) if i % count == index]
     if config.getoption("--backend") == "cuda":
         return
     skip = pytest.mark.skip(reason="needs --backend cuda")
@@ -161,13 +201,25 @@ class Result:
         return self
 
 
+def _runs_on_cpu(argv, default_backend):
+    """Whether a run of the binary stays off the GPU (--backend cpu)."""
+    backend = default_backend
+    for i, a in enumerate(argv):
+        if a == "--backend" and i + 1 < len(argv):
+            backend = argv[i + 1]
+        elif a.startswith("--backend="):
+            backend = a.split("=", 1)[1]
+    return backend == "cpu"
+
+
 class Gpufilter:
     """Runs the binary: gf.run(*args) returns a Result; gf.filter(...) runs
     one job on the backend under test and asserts success."""
 
-    def __init__(self, path, backend):
+    def __init__(self, path, backend, sanitizer=None):
         self.path = path
         self.backend = backend
+        self.sanitizer = sanitizer
 
     def env(self, extra=None):
         env = dict(os.environ)
@@ -181,10 +233,15 @@ class Gpufilter:
             pytest.fail(f"gpufilter binary not found at {self.path} "
                         "(build it with make, or pass --gpufilter / set GPUFILTER_BIN)")
         argv = [str(self.path)] + [str(a) for a in args]
+        shown = argv
+        if self.sanitizer and not _runs_on_cpu(argv, self.backend):
+            argv = ["compute-sanitizer", "--tool", self.sanitizer, "--error-exitcode", "86",
+                    "--log-file", os.path.join(os.environ["GPUFILTER_SANITIZER_LOGS"], "%p.log"),
+                    ] + argv
         proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
-                              timeout=timeout)
-        return Result(argv, proc)
+                              timeout=timeout * (5 if self.sanitizer else 1))
+        return Result(shown, proc)
 
     def filter(self, src, dst, masks=(), border=None, backend=None, extra=(), **kw):
         args = ["--backend", backend or self.backend]
@@ -210,7 +267,7 @@ def backend(pytestconfig):
 
 @pytest.fixture(scope="session")
 def gf(pytestconfig, backend):
-    return Gpufilter(_binary_path(pytestconfig), backend)
+    return Gpufilter(_binary_path(pytestconfig), backend, pytestconfig.getoption("--sanitizer"))
 
 
 @pytest.fixture(scope="session")
