@@ -321,6 +321,8 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
                                  item->output != NULL, NULL);
     if (run->shared)
         pthread_mutex_unlock(&run->device_lock);
+    if (status == -1)
+        gf_error_name_file(item->input);
     if (status == 0 && job->stats) {
         pthread_mutex_lock(&run->report_lock);
         clear_progress(run);

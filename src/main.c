@@ -42,6 +42,8 @@ static int run(const gf_job *j)
         int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
                                          j->output != NULL, &times);
         t2 = gf_now_ms();
+        if (run_status == -1)
+            gf_error_name_file(j->input);
         if (run_status == 0 && j->stats) {
             FILE *out = j->output && strcmp(j->output, "-") == 0 ? stderr : stdout;
             gf_stats_print(out, j->stats, j->input, img->width, img->height, img->channels, stats);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* one message per thread: batch workers fail independently */
@@ -20,6 +21,20 @@ void gf_set_error(const char *fmt, ...)
 const char *gf_error(void)
 {
     return error_message;
+}
+
+void gf_error_name_file(const char *name)
+{
+    static const char prefix[] = "gpufilter: ";
+    const size_t skip = strncmp(error_message, prefix, sizeof prefix - 1) == 0 ? sizeof prefix - 1 : 0;
+    char named[2 * sizeof error_message + 16];
+    int n = snprintf(named, sizeof named, "%s%s: %s", prefix, name, error_message + skip);
+    if (n < 0)
+        return;
+    /* a message longer than the buffer is cut short */
+    size_t keep = strlen(named) < sizeof error_message ? strlen(named) : sizeof error_message - 1;
+    memcpy(error_message, named, keep);
+    error_message[keep] = '\0';
 }
 
 double gf_now_ms(void)

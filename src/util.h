@@ -8,6 +8,9 @@
  * only main() prints the message. Messages start with "gpufilter: ". */
 void gf_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *gf_error(void);
+/* Put "NAME: " in front of the recorded message (after "gpufilter: "), so
+ * that a failure inside a stage that does not know the file names it. */
+void gf_error_name_file(const char *name);
 
 /* Milliseconds on the monotonic clock, for stage timings and rates. */
 double gf_now_ms(void);

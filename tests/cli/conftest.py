@@ -235,9 +235,15 @@ class Gpufilter:
         argv = [str(self.path)] + [str(a) for a in args]
         shown = argv
         if self.sanitizer and not _runs_on_cpu(argv, self.backend):
-            argv = ["compute-sanitizer", "--tool", self.sanitizer, "--error-exitcode", "86",
-                    "--log-file", os.path.join(os.environ["GPUFILTER_SANITIZER_LOGS"], "%p.log"),
-                    ] + argv
+            # --require-cuda-init no: runs that end before touching the GPU
+            # (usage errors, --help) are not reports
+            wrapper = ["compute-sanitizer", "--tool", self.sanitizer, "--error-exitcode", "86",
+                       "--require-cuda-init", "no", "--log-file",
+                       os.path.join(os.environ["GPUFILTER_SANITIZER_LOGS"], "%p.log")]
+            if env and "GPUFILTER_TEST_FAULT" in env:
+                # the failure is injected on purpose; the tool would report it as an API error
+                wrapper += ["--report-api-errors", "no"]
+            argv = wrapper + argv
         proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
                               timeout=timeout * (5 if self.sanitizer else 1))
