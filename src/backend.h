@@ -23,6 +23,7 @@ typedef struct {
     gf_conv_version conv_version;
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
+    int pinned_staging;           /* keep page-locked host buffers between images */
     FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
 } gf_backend_options;
 
@@ -64,6 +65,8 @@ gf_backend *gf_backend_cpu_new(const gf_backend_options *options);
 /* NULL with an error when no usable GPU is present. */
 gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 
+/* The number of CUDA devices, or -1 with an error when none is usable. */
+int gf_cuda_device_count(void);
 /* Print one line per CUDA device; the count, or -1 with an error when none is usable. */
 int gf_cuda_list_devices(FILE *out);
 

@@ -54,8 +54,25 @@ typedef struct {
     unsigned char *host[2];
     int host_current;
     size_t strip_rows;          /* rows one device buffer holds */
+    cudaStream_t stream;        /* every copy and launch of this backend */
+    unsigned char *pinned;      /* page-locked staging for whole-image copies */
+    size_t pinned_bytes;
     enum { FAULT_NONE = 0, FAULT_ALLOC, FAULT_LAUNCH } fault;
 } cuda_backend;
+
+/* Copies run on the backend's stream, in order with its launches; a copy to
+ * the host waits for it. From pageable memory a copy to the device returns
+ * once the source has been staged, so the source may be reused at once. */
+static cudaError_t copy_to_device(const cuda_backend *b, void *dst, const void *src, size_t bytes)
+{
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->stream);
+}
+
+static cudaError_t copy_to_host(const cuda_backend *b, void *dst, const void *src, size_t bytes)
+{
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->stream);
+    return err != cudaSuccess ? err : cudaStreamSynchronize(b->stream);
+}
 
 /* ---- tile choice ------------------------------------------------------------ */
 
@@ -206,6 +223,39 @@ static cudaError_t ensure_buffers(cuda_backend *b, size_t bytes)
     return cudaSuccess;
 }
 
+/* Page-locked staging makes the copies asynchronous and full speed; it is
+ * kept for the next image, so only batches (options.pinned_staging) use it,
+ * and only up to a size where locking that much host memory is reasonable. */
+#define PINNED_STAGING_MAX ((size_t)512 << 20)
+
+static unsigned char *staging_for(cuda_backend *b, size_t bytes)
+{
+    if (!b->options.pinned_staging || bytes > PINNED_STAGING_MAX)
+        return NULL;
+    if (bytes > b->pinned_bytes) {
+        cudaFreeHost(b->pinned);
+        b->pinned = NULL;
+        b->pinned_bytes = 0;
+        if (cudaMallocHost((void **)&b->pinned, bytes) != cudaSuccess) {
+            (void)cudaGetLastError();  /* no page-locked memory: copy from pageable memory */
+            b->pinned = NULL;
+            return NULL;
+        }
+        b->pinned_bytes = bytes;
+    }
+    return b->pinned;
+}
+
+static cudaError_t upload_image(cuda_backend *b, const unsigned char *pixels, size_t bytes)
+{
+    unsigned char *staging = staging_for(b, bytes);
+    if (staging) {
+        memcpy(staging, pixels, bytes);
+        pixels = staging;
+    }
+    return copy_to_device(b, b->buffer[0], pixels, bytes);
+}
+
 static int upload_strips(cuda_backend *b, const gf_image *img, size_t budget)
 {
     const size_t line = row_bytes(b), bytes = gf_image_bytes(img);
@@ -255,7 +305,7 @@ static int cuda_upload(gf_backend *self, const gf_image *img)
     if (bytes <= budget / 2) {
         cudaError_t err = ensure_buffers(b, bytes);
         if (err == cudaSuccess) {
-            CUDA_CHECK(cudaMemcpy(b->buffer[0], img->pixels, bytes, cudaMemcpyHostToDevice),
+            CUDA_CHECK(upload_image(b, img->pixels, bytes),
                        "uploading the image");
             return 0;
         }
@@ -279,15 +329,14 @@ static int load_rows(cuda_backend *b, unsigned char *dst, int first, int count, 
     for (int i = 0; i < count;) {
         int from = gf_border_index(first + i, b->height, border);
         if (from < 0) {
-            CUDA_CHECK(cudaMemset(dst + (size_t)i * line, 0, line), "clearing a border row");
+            CUDA_CHECK(cudaMemsetAsync(dst + (size_t)i * line, 0, line, b->stream), "clearing a border row");
             i++;
             continue;
         }
         int run = 1;  /* consecutive rows go in one copy */
         while (i + run < count && gf_border_index(first + i + run, b->height, border) == from + run)
             run++;
-        CUDA_CHECK(cudaMemcpy(dst + (size_t)i * line, src + (size_t)from * line, (size_t)run * line,
-                              cudaMemcpyHostToDevice), "uploading a strip");
+        CUDA_CHECK(copy_to_device(b, dst + (size_t)i * line, src + (size_t)from * line, (size_t)run * line), "uploading a strip");
         i += run;
     }
     return 0;
@@ -313,8 +362,7 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
         p->scale[k] = (float)mask->scale[k];
         p->offset[k] = (float)mask->offset[k];
     }
-    CUDA_CHECK(cudaMemcpy(b->weights, host, (size_t)mask->count * taps * sizeof(float),
-                          cudaMemcpyHostToDevice), "uploading the mask");
+    CUDA_CHECK(copy_to_device(b, b->weights, host, (size_t)mask->count * taps * sizeof(float)), "uploading the mask");
     p->weights = b->weights;
     return 0;
 }
@@ -332,11 +380,12 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
     double pixels = (double)p->width * p->height;
     fprintf(b->options.log,
             "gpufilter: conv2d %s %s %dx%d on %dx%dx%d: tile %dx%d, block %d threads, "
-            "grid %ux%u, occupancy %.0f%% (%d blocks/SM), shared %zu B, %.3f ms (%.1f Gpx/s) on %s\n",
+            "grid %ux%u, occupancy %.0f%% (%d blocks/SM), shared %zu B, %.3f ms (%.1f Gpx/s) on %s "
+            "(device %d)\n",
             version_names[version], mask->name, mask->width, mask->height, p->width, p->height,
             p->channels, p->tile_width, p->tile_height, p->tile_width * p->tile_height, grid_x,
             grid_y, 100.0 * info.occupancy, info.blocks_per_sm, conv2d_shared_bytes(version, p),
-            ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name);
+            ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name, b->options.device);
 }
 
 /* Weights uploaded and the tile chosen (or checked) for a convolution of
@@ -372,11 +421,11 @@ static int launch_convolve(cuda_backend *b, const gf_mask *mask, conv2d_launch *
     if (b->fault == FAULT_LAUNCH)
         launch.tile_width = 2 * b->prop.maxThreadsPerBlock;  /* over the limit: the launch fails */
     if (b->options.log)
-        CUDA_CHECK(cudaEventRecord(b->start, 0), "recording an event");
-    CUDA_CHECK(conv2d_gpu(version, &launch, 0), "launching conv2d");
+        CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
+    CUDA_CHECK(conv2d_gpu(version, &launch, b->stream), "launching conv2d");
     if (b->options.log) {
         float ms = 0.0f;
-        CUDA_CHECK(cudaEventRecord(b->stop, 0), "recording an event");
+        CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "recording an event");
         CUDA_CHECK(cudaEventSynchronize(b->stop), "running conv2d");
         CUDA_CHECK(cudaEventElapsedTime(&ms, b->start, b->stop), "timing conv2d");
         report_launch(b, version, p, mask, ms);
@@ -410,8 +459,8 @@ static int convolve_strips(cuda_backend *b, const gf_mask *mask, conv2d_launch *
         p->height = rows + halo;
         if (launch_convolve(b, mask, p) < 0)
             return -1;
-        CUDA_CHECK(cudaMemcpy(out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
-                              (size_t)rows * line, cudaMemcpyDeviceToHost), "downloading a strip");
+        CUDA_CHECK(copy_to_host(b, out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
+                              (size_t)rows * line), "downloading a strip");
     }
     b->host_current = 1 - b->host_current;
     return 0;
@@ -450,8 +499,8 @@ static int band_rows(const cuda_backend *b, int y0)
 static int upload_band(cuda_backend *b, int y0, int rows)
 {
     const size_t line = row_bytes(b);
-    CUDA_CHECK(cudaMemcpy(b->buffer[0], b->host[b->host_current] + (size_t)y0 * line,
-                          (size_t)rows * line, cudaMemcpyHostToDevice), "uploading a strip");
+    CUDA_CHECK(copy_to_device(b, b->buffer[0], b->host[b->host_current] + (size_t)y0 * line,
+                          (size_t)rows * line), "uploading a strip");
     return 0;
 }
 
@@ -461,7 +510,7 @@ static int histograms(cuda_backend *b, int luma)
 {
     if (!b->strips) {
         CUDA_CHECK(histogram_gpu(1, b->buffer[b->current], pixel_count(b), b->channels, luma,
-                                 b->hist, 0), "launching histogram");
+                                 b->hist, b->stream), "launching histogram");
         return 0;
     }
     const size_t counters = (size_t)(luma ? 1 : b->channels) * GF_BINS;
@@ -471,13 +520,13 @@ static int histograms(cuda_backend *b, int luma)
         if (upload_band(b, y0, rows) < 0)
             return -1;
         CUDA_CHECK(histogram_gpu(1, b->buffer[0], (size_t)rows * b->width, b->channels, luma,
-                                 b->hist, 0), "launching histogram");
-        CUDA_CHECK(cudaMemcpy(band, b->hist, counters * sizeof band[0], cudaMemcpyDeviceToHost),
+                                 b->hist, b->stream), "launching histogram");
+        CUDA_CHECK(copy_to_host(b, band, b->hist, counters * sizeof band[0]),
                    "downloading histograms");
         for (size_t i = 0; i < counters; i++)
             total[i] += band[i];
     }
-    CUDA_CHECK(cudaMemcpy(b->hist, total, counters * sizeof total[0], cudaMemcpyHostToDevice),
+    CUDA_CHECK(copy_to_device(b, b->hist, total, counters * sizeof total[0]),
                "uploading histograms");
     return 0;
 }
@@ -498,7 +547,7 @@ static void merge_range(reduce_result *into, const reduce_result *band, int chan
 static int reduction(cuda_backend *b)
 {
     if (!b->strips) {
-        CUDA_CHECK(reduce_gpu(b->buffer[b->current], pixel_count(b), b->channels, b->range, 0),
+        CUDA_CHECK(reduce_gpu(b->buffer[b->current], pixel_count(b), b->channels, b->range, b->stream),
                    "launching reduce");
         return 0;
     }
@@ -509,13 +558,13 @@ static int reduction(cuda_backend *b)
         const int rows = band_rows(b, y0);
         if (upload_band(b, y0, rows) < 0)
             return -1;
-        CUDA_CHECK(reduce_gpu(b->buffer[0], (size_t)rows * b->width, b->channels, b->range, 0),
+        CUDA_CHECK(reduce_gpu(b->buffer[0], (size_t)rows * b->width, b->channels, b->range, b->stream),
                    "launching reduce");
-        CUDA_CHECK(cudaMemcpy(&band, b->range, sizeof band, cudaMemcpyDeviceToHost),
+        CUDA_CHECK(copy_to_host(b, &band, b->range, sizeof band),
                    "downloading statistics");
         merge_range(&total, &band, b->channels);
     }
-    CUDA_CHECK(cudaMemcpy(b->range, &total, sizeof total, cudaMemcpyHostToDevice),
+    CUDA_CHECK(copy_to_device(b, b->range, &total, sizeof total),
                "uploading statistics");
     return 0;
 }
@@ -526,8 +575,8 @@ static cudaError_t lut_launch(const cuda_backend *b, unsigned char *px, size_t n
                               lut_mode mode)
 {
     if (mode == LUT_LUMA)
-        return lut_apply_luma_gpu(px, n, b->channels, b->lut, 0);
-    return lut_apply_gpu(px, n, b->channels, colour, b->lut, mode == LUT_PER_CHANNEL, 0);
+        return lut_apply_luma_gpu(px, n, b->channels, b->lut, b->stream);
+    return lut_apply_gpu(px, n, b->channels, colour, b->lut, mode == LUT_PER_CHANNEL, b->stream);
 }
 
 /* Map the image through the LUTs in b->lut. */
@@ -545,8 +594,8 @@ static int apply_lut(cuda_backend *b, int colour, lut_mode mode)
             return -1;
         CUDA_CHECK(lut_launch(b, b->buffer[0], (size_t)rows * b->width, colour, mode),
                    "launching the LUT");
-        CUDA_CHECK(cudaMemcpy(b->host[b->host_current] + (size_t)y0 * line, b->buffer[0],
-                              (size_t)rows * line, cudaMemcpyDeviceToHost), "downloading a strip");
+        CUDA_CHECK(copy_to_host(b, b->host[b->host_current] + (size_t)y0 * line, b->buffer[0],
+                              (size_t)rows * line), "downloading a strip");
     }
     return 0;
 }
@@ -558,8 +607,8 @@ static int cuda_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
     const int histogram_count = luma ? 1 : colour;
     if (histograms(b, luma) < 0)
         return -1;
-    CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, histogram_count, 0), "launching scan");
-    CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, histogram_count, b->lut, 0),
+    CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, histogram_count, b->stream), "launching scan");
+    CUDA_CHECK(lut_equalize_gpu(b->hist, b->cdf, histogram_count, b->lut, b->stream),
                "launching the LUT builder");
     return apply_lut(b, colour, luma ? LUT_LUMA : LUT_PER_CHANNEL);
 }
@@ -571,13 +620,13 @@ static int cuda_stretch(gf_backend *self, const gf_stretch *how, int colour)
         /* gray: channel 0's histogram is the first of the per-channel ones */
         if (histograms(b, colour == 3) < 0)
             return -1;
-        CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, 0), "launching scan");
-        CUDA_CHECK(lut_normalize_gpu(b->cdf, how->black, how->white, b->lut, 0),
+        CUDA_CHECK(scan_gpu(1, b->hist, b->cdf, 1, b->stream), "launching scan");
+        CUDA_CHECK(lut_normalize_gpu(b->cdf, how->black, how->white, b->lut, b->stream),
                    "launching the LUT builder");
     } else {
         if (reduction(b) < 0)
             return -1;
-        CUDA_CHECK(lut_auto_level_gpu(b->range, colour, b->lut, 0), "launching the LUT builder");
+        CUDA_CHECK(lut_auto_level_gpu(b->range, colour, b->lut, b->stream), "launching the LUT builder");
     }
     return apply_lut(b, colour, LUT_SHARED);
 }
@@ -589,9 +638,8 @@ static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
         return -1;
     unsigned long long hist[4 * GF_BINS];
     reduce_result range;
-    CUDA_CHECK(cudaMemcpy(hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0],
-                          cudaMemcpyDeviceToHost), "downloading histograms");
-    CUDA_CHECK(cudaMemcpy(&range, b->range, sizeof range, cudaMemcpyDeviceToHost),
+    CUDA_CHECK(copy_to_host(b, hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0]), "downloading histograms");
+    CUDA_CHECK(copy_to_host(b, &range, b->range, sizeof range),
                "downloading statistics");
     for (int c = 0; c < b->channels; c++) {
         gf_channel_stats *s = &per_channel[c];
@@ -606,8 +654,8 @@ static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
 
 static int cuda_finish(gf_backend *self)
 {
-    (void)self;
-    CUDA_CHECK(cudaDeviceSynchronize(), "running the kernels");
+    cuda_backend *b = (cuda_backend *)self;
+    CUDA_CHECK(cudaStreamSynchronize(b->stream), "running the kernels");
     return 0;
 }
 
@@ -618,8 +666,14 @@ static int cuda_download(gf_backend *self, gf_image *img)
         memcpy(img->pixels, b->host[b->host_current], gf_image_bytes(img));
         return 0;
     }
-    CUDA_CHECK(cudaMemcpy(img->pixels, b->buffer[b->current], gf_image_bytes(img),
-                          cudaMemcpyDeviceToHost), "downloading the image");
+    unsigned char *staging = staging_for(b, gf_image_bytes(img));
+    if (staging) {
+        CUDA_CHECK(copy_to_host(b, staging, b->buffer[b->current], gf_image_bytes(img)),
+                   "downloading the image");
+        memcpy(img->pixels, staging, gf_image_bytes(img));
+        return 0;
+    }
+    CUDA_CHECK(copy_to_host(b, img->pixels, b->buffer[b->current], gf_image_bytes(img)), "downloading the image");
     return 0;
 }
 
@@ -634,6 +688,9 @@ static void cuda_destroy(gf_backend *self)
     cudaFree(b->cdf);
     cudaFree(b->lut);
     cudaFree(b->range);
+    cudaFreeHost(b->pinned);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
     if (b->start)
         cudaEventDestroy(b->start);
     if (b->stop)
@@ -680,6 +737,8 @@ static int cuda_open(cuda_backend *b)
     CUDA_CHECK(cudaMalloc((void **)&b->cdf, 4 * GF_BINS * sizeof *b->cdf), "allocating histograms");
     CUDA_CHECK(cudaMalloc((void **)&b->lut, 4 * GF_BINS), "allocating look-up tables");
     CUDA_CHECK(cudaMalloc((void **)&b->range, sizeof *b->range), "allocating statistics");
+    /* non-blocking: the backends of a batch's workers run side by side */
+    CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "creating a stream");
     CUDA_CHECK(cudaEventCreate(&b->start), "creating an event");
     CUDA_CHECK(cudaEventCreate(&b->stop), "creating an event");
     return 0;
@@ -709,6 +768,17 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options)
         return NULL;
     }
     return &b->base;
+}
+
+int gf_cuda_device_count(void)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        gf_set_error("no usable GPU (%s)", no_device_reason(err));
+        return -1;
+    }
+    return count;
 }
 
 int gf_cuda_list_devices(FILE *out)

@@ -272,8 +272,10 @@ void gf_batch_free(gf_batch *batch)
 typedef struct {
     const gf_job *job;
     const gf_batch *batch;
-    gf_backend *shared;          /* the GPU backend, or NULL: a CPU backend per worker */
-    pthread_mutex_t device_lock;
+    int cuda;                    /* a CUDA backend per worker, else a CPU one */
+    const int *devices;
+    int device_count;
+    atomic_int next_worker;
     pthread_mutex_t report_lock; /* stderr and stdout lines */
     atomic_size_t next, done, failed;
     int progress;                /* a progress line on stderr (a terminal) */
@@ -306,8 +308,8 @@ static void report_failure(batch_run *run)
     atomic_fetch_add(&run->failed, 1);
 }
 
-/* Decode, filter (on the shared device one image at a time, or on this
- * worker's own CPU backend), report statistics, encode and write. */
+/* Decode, filter on this worker's backend, report statistics, encode and
+ * write. */
 static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item)
 {
     const gf_job *job = run->job;
@@ -315,12 +317,8 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
     if (!img)
         return -1;
     gf_channel_stats stats[4];
-    if (run->shared)
-        pthread_mutex_lock(&run->device_lock);
     int status = gf_pipeline_run(&job->pipeline, backend, img, job->stats ? stats : NULL,
                                  item->output != NULL, NULL);
-    if (run->shared)
-        pthread_mutex_unlock(&run->device_lock);
     if (status == -1)
         gf_error_name_file(item->input);
     if (status == 0 && job->stats) {
@@ -337,15 +335,30 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
     return status;
 }
 
+static gf_backend *worker_backend(batch_run *run)
+{
+    gf_backend_options options = run->job->backend_options;
+    if (!run->cuda)
+        return gf_backend_cpu_new(&options);
+    int index = atomic_fetch_add(&run->next_worker, 1);
+    options.device = run->devices[index % run->device_count];
+    options.pinned_staging = 1;
+    return gf_backend_cuda_new(&options);
+}
+
 static void *worker(void *arg)
 {
     batch_run *run = arg;
-    gf_backend *own = run->shared ? NULL : gf_backend_cpu_new(&run->job->backend_options);
-    gf_backend *backend = run->shared ? run->shared : own;
+    gf_backend *backend = worker_backend(run);
+    char why[512] = "";
+    if (!backend)  /* every file of this worker fails with the reason */
+        snprintf(why, sizeof why, "%s", gf_error() + strlen("gpufilter: "));
     for (;;) {
         size_t i = atomic_fetch_add(&run->next, 1);
         if (i >= run->batch->count)
             break;
+        if (!backend)
+            gf_set_error("%s: %s", run->batch->items[i].input, why);
         if (!backend || process_item(run, backend, &run->batch->items[i]) < 0)
             report_failure(run);
         atomic_fetch_add(&run->done, 1);
@@ -355,21 +368,23 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&run->report_lock);
         }
     }
-    if (own)
-        own->destroy(own);
+    if (backend)
+        backend->destroy(backend);
     return NULL;
 }
 
-size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend)
+size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend,
+                    const int *devices, int device_count)
 {
     batch_run run = {
         .job = job,
         .batch = batch,
-        .shared = strcmp(backend->name, "cpu") == 0 ? NULL : backend,
+        .cuda = strcmp(backend->name, "cuda") == 0 && device_count > 0,
+        .devices = devices,
+        .device_count = device_count,
         .progress = !job->quiet && isatty(STDERR_FILENO),
         .started = gf_now_ms(),
     };
-    pthread_mutex_init(&run.device_lock, NULL);
     pthread_mutex_init(&run.report_lock, NULL);
     if (workers < 1)
         workers = 1;
@@ -389,7 +404,6 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         show_progress(&run);
         fputc('\n', stderr);
     }
-    pthread_mutex_destroy(&run.device_lock);
     pthread_mutex_destroy(&run.report_lock);
     return atomic_load(&run.failed);
 }

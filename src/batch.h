@@ -35,10 +35,14 @@ char *gf_batch_output_name(const char *dir, const char *input, const char *suffi
  * given, so every shard of a job array agrees without a coordinator. */
 unsigned gf_batch_shard_of(const char *path, unsigned count);
 
-/* Run the batch on 'workers' threads. A CPU backend is made for each
- * worker; a GPU backend is shared, one image at a time on the device while
- * other workers decode and encode. Each failure is reported on stderr with
- * its file's name and skipped. Returns the number of failed files. */
-size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend);
+/* Run the batch on 'workers' threads, each with its own backend of the
+ * kind of 'backend' (opened already, which shows that kind works here). A
+ * CUDA worker has its own stream, device buffers and page-locked staging,
+ * on devices[worker % device_count], so the copies and kernels of one image
+ * overlap the decoding and encoding of the others. Each failure is reported
+ * on stderr with its file's name and skipped. Returns the number of failed
+ * files. */
+size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend,
+                    const int *devices, int device_count);
 
 #endif

@@ -66,6 +66,32 @@ static int run(const gf_job *j)
     return status;
 }
 
+/* The CUDA devices a batch uses: --devices all or LIST, else --device. */
+static int batch_devices(const gf_job *j, int *devices)
+{
+    int present = gf_cuda_device_count();
+    if (present < 0)
+        return -1;
+    if (j->all_devices) {
+        int n = present < GF_MAX_DEVICES ? present : GF_MAX_DEVICES;
+        for (int i = 0; i < n; i++)
+            devices[i] = i;
+        return n;
+    }
+    if (j->device_count == 0) {
+        devices[0] = j->backend_options.device;
+        return 1;
+    }
+    for (int i = 0; i < j->device_count; i++) {
+        if (j->devices[i] >= present) {
+            gf_set_error("no CUDA device %d (this machine has %d)", j->devices[i], present);
+            return -1;
+        }
+        devices[i] = j->devices[i];
+    }
+    return j->device_count;
+}
+
 static int run_batch(const gf_job *j)
 {
     gf_batch batch;
@@ -84,9 +110,20 @@ static int run_batch(const gf_job *j)
         gf_batch_free(&batch);
         return GF_EXIT_FILE;
     }
+    int devices[GF_MAX_DEVICES], device_count = 0;
+    if (strcmp(backend->name, "cuda") == 0 &&
+        (device_count = batch_devices(j, devices)) < 0) {
+        fprintf(stderr, "%s\n", gf_error());
+        backend->destroy(backend);
+        gf_batch_free(&batch);
+        return GF_EXIT_FILE;
+    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int workers = j->jobs ? j->jobs : cores > 0 ? (int)cores : 1;
-    size_t failed = gf_batch_run(j, &batch, workers, backend);
+    if (j->verbose && device_count > 0)
+        fprintf(stderr, "gpufilter: %zu files on %d worker threads, %d CUDA device%s\n",
+                batch.count, workers, device_count, device_count == 1 ? "" : "s");
+    size_t failed = gf_batch_run(j, &batch, workers, backend, devices, device_count);
     if (failed)
         fprintf(stderr, "gpufilter: %zu of %zu files failed\n", failed, batch.count);
     backend->destroy(backend);

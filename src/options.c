@@ -34,6 +34,7 @@ enum {
     OPT_QUIET,
     OPT_PNG_LEVEL,
     OPT_GPU_MEMORY,
+    OPT_DEVICES,
 };
 
 void gf_job_init(gf_job *j)
@@ -86,6 +87,7 @@ static void usage(FILE *out)
 "      --backend B        auto (default: the GPU if usable, else the CPU with a\n"
 "                         warning), cuda, cpu\n"
 "      --device N         CUDA device to use (default 0; see --list-devices)\n"
+"      --devices all|LIST spread a batch over these CUDA devices, e.g. 0,2\n"
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API)\n"
 "      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
@@ -229,6 +231,30 @@ static int parse_tile(const char *s, int *width, int *height)
     return parse_int(left, 1, 1 << 16, width) < 0 || parse_int(x + 1, 1, 1 << 16, height) < 0 ? -1 : 0;
 }
 
+/* "all", or distinct device numbers separated by commas. */
+static int parse_devices(const char *s, gf_job *j)
+{
+    j->all_devices = strcmp(s, "all") == 0;
+    j->device_count = 0;
+    if (j->all_devices)
+        return 0;
+    char copy[256];
+    if (strlen(s) >= sizeof copy || s[0] == '\0' || s[strlen(s) - 1] == ',')
+        return -1;
+    strcpy(copy, s);
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        int d;
+        if (j->device_count == GF_MAX_DEVICES || parse_int(item, 0, 1023, &d) < 0)
+            return -1;
+        for (int i = 0; i < j->device_count; i++)
+            if (j->devices[i] == d)
+                return -1;
+        j->devices[j->device_count++] = d;
+    }
+    return j->device_count > 0 && !strstr(s, ",,") ? 0 : -1;
+}
+
 /* A positive size in bytes with an optional K, M or G suffix (powers of 1024). */
 static int parse_bytes(const char *s, size_t *out)
 {
@@ -283,6 +309,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"png-level", required_argument, NULL, OPT_PNG_LEVEL},
         {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+        {"devices", required_argument, NULL, OPT_DEVICES},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -396,6 +423,12 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                 return out_of_memory();
             break;
         }
+        case OPT_DEVICES:
+            if (parse_devices(optarg, j) < 0)
+                return usage_error("--devices '%s' is not 'all' or a list of distinct device "
+                                   "numbers such as 0,2", optarg);
+            j->backend_options.device = j->all_devices ? 0 : j->devices[0];
+            break;
         case OPT_GPU_MEMORY:
             if (parse_bytes(optarg, &j->backend_options.memory_limit) < 0)
                 return usage_error("--gpu-memory '%s' is not a size such as 512M or 4G", optarg);

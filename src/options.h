@@ -9,6 +9,8 @@
 
 enum { GF_EXIT_FILE = 1, GF_EXIT_USAGE = 2 };
 
+#define GF_MAX_DEVICES 64
+
 typedef struct {
     gf_pipeline pipeline;
     gf_backend_kind backend;
@@ -25,6 +27,9 @@ typedef struct {
     int input_count;
     int jobs;                    /* worker threads (-j) */
     int shard_index, shard_count;
+    /* --devices: the CUDA devices a batch spreads over; all_devices: every one */
+    int devices[GF_MAX_DEVICES];
+    int device_count, all_devices;
     int quiet;
 } gf_job;
 

@@ -163,3 +163,39 @@ def test_interrupt_stops_the_batch_cleanly(gf, rng, tmp_path):
     assert all(n.startswith("img") and n.endswith(".png") for n in names), names
     for n in names:  # every output left is complete
         assert read_png(out / n).shape == (700, 700, 4)
+
+
+def cuda_device_count(gf):
+    r = gf.run("--list-devices")
+    return len(r.out.decode().splitlines()) if r.rc == 0 else 0
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("devices", ["all", "0,1"])
+def test_devices_spread_the_batch(gf, rng, tmp_path, devices):
+    """--devices: each worker takes a device in turn; every output equals the
+    CPU backend's, and with two GPUs both of them ran launches."""
+    count = cuda_device_count(gf)
+    if devices == "0,1" and count < 2:
+        pytest.skip(f"needs 2 GPUs, this machine has {count}")
+    # enough work that the second worker (the second device) surely gets some
+    inputs = make_folder(rng, tmp_path / "in", 40, size=(256, 192), channels=4)
+    out = tmp_path / "out"
+    r = gf.run("--backend", "cuda", "--devices", devices, "-v", "-j", "2", "-m", "gaussian5",
+               "-o", out, *inputs).ok()
+    used = {d for d in range(count) if f"(device {d})" in r.err}
+    assert used == set(range(min(count, 2))), r.err
+    cpu = tmp_path / "cpu"
+    gf.run("--backend", "cpu", "-m", "gaussian5", "-o", cpu, *inputs).ok()
+    for p in inputs:
+        assert np.array_equal(read_png(out / p.name), read_png(cpu / p.name)), p.name
+
+
+@pytest.mark.cuda_only
+def test_devices_that_do_not_exist(gf, rng, tmp_path):
+    count = cuda_device_count(gf)
+    inputs = make_folder(rng, tmp_path / "in", 2)
+    out = tmp_path / "out"
+    r = gf.run("--backend", "cuda", "--devices", f"0,{count}", "-m", "box3", "-o", out, *inputs)
+    check_error(r, 1, [f"no CUDA device {count}", f"has {count}"])
+    assert outputs(out) == []

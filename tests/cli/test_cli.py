@@ -284,7 +284,8 @@ BAD_OPTIONS = ["--border=foo", "-b=", "--tile=0x8", "--tile=abc", "--tile=2048x1
                "--tile=32x", "--tile=x8", "--tile=-4x8", "--tile=33x32", "--quality=0",
                "--quality=101", "-q=abc", "--quality=9.5", "--backend=gpu", "--format=gif",
                "-f=webp", "--kernel=fast", "--gpu-memory=0", "--gpu-memory=12Q",
-               "--gpu-memory=-1M", "--gpu-memory=99999999999999999999"]
+               "--gpu-memory=-1M", "--gpu-memory=99999999999999999999", "--devices=",
+               "--devices=0,,1", "--devices=1,1", "--devices=x", "--devices=0,", "--devices=-1"]
 
 ERROR_CASES = (
     ["missing-input", "truncated-png:half", "truncated-png:end", "truncated-jpeg:baseline",
