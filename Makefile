@@ -48,9 +48,16 @@ ifeq ($(LIBDEFLATE),1)
 CPPFLAGS  += -DGF_HAVE_LIBDEFLATE
 LDLIBS    := -Wl,-Bstatic -ldeflate -Wl,-Bdynamic $(LDLIBS)
 endif
+# libjpeg-turbo (Debian's libturbojpeg0-dev) decodes and encodes JPEG when
+# present, about twice as fast as stb_image; also linked statically.
+TURBOJPEG ?= $(shell test -f /usr/include/turbojpeg.h && echo 1)
+ifeq ($(TURBOJPEG),1)
+CPPFLAGS  += -DGF_HAVE_TURBOJPEG
+LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
+endif
 
-HOST_SRC   = util.c image.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
-CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o stb_impl.o mask.o)
+HOST_SRC   = util.c image.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o jpeg_turbo.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
 KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
@@ -82,7 +89,7 @@ $(BUILD)/obj:
 
 # ---- packages ---------------------------------------------------------------
 
-APT_PACKAGES = libstb-dev libcmocka-dev libdeflate-dev pkg-config python3-pip
+APT_PACKAGES = libstb-dev libcmocka-dev libdeflate-dev libturbojpeg0-dev pkg-config python3-pip
 PIP_PACKAGES = numpy scipy pytest pillow opencv-python-headless
 
 check-deps:
@@ -155,8 +162,8 @@ FUZZ_BUILD    = build-fuzz
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-                $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE)
-FUZZ_SRC      = util image stb_impl mask tone options pipeline backend_cpu
+                $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
+FUZZ_SRC      = util image jpeg_turbo stb_impl mask tone options pipeline backend_cpu
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o
 FUZZ_TARGETS  = mask image options
 
@@ -171,7 +178,7 @@ $(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
 .SECONDARY: $(FUZZ_OBJ)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) $(if $(TURBOJPEG),-lturbojpeg) -lm
 
 fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	@mkdir -p $(FUZZ_BUILD)/findings
@@ -193,3 +200,4 @@ bench-png: $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook
 
 $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/obj
 	$(CC) -O2 $(STB_CFLAGS) $(if $(findstring hook,$@),-DHOOK) -o $@ $< -ldeflate -lz -lm
+

@@ -1,6 +1,7 @@
 /* image.c - gf_image: decode with stb_image, encode with stb_image_write,
  * standard input / output for "-", and atomic replacement of the output. */
 #include "image.h"
+#include "jpeg_turbo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -322,7 +323,18 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
                      height, (size_t)width * (size_t)height, max_pixels);
         return NULL;
     }
-    unsigned char *pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);
+    unsigned char *pixels = NULL;
+    if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) {
+        int w, h, c;
+        pixels = gf_jpeg_turbo_decode(data, size, &w, &h, &c);
+        /* the same shape stb_image reported, or stb_image decodes it */
+        if (pixels && (w != width || h != height || c != channels)) {
+            free(pixels);
+            pixels = NULL;
+        }
+    }
+    if (!pixels)
+        pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);
     if (!pixels) {
         gf_set_error("%s: cannot decode: %s", name, stbi_failure_reason());
         return NULL;
@@ -429,6 +441,8 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
         ok = stbi_write_png_to_func(append_bytes, &b, w, h, c, img->pixels, w * c);
         break;
     case GF_FORMAT_JPEG:
+        if (gf_jpeg_turbo_encode(img->pixels, w, h, c, quality, data, size) == 0)
+            return 0;
         ok = stbi_write_jpg_to_func(append_bytes, &b, w, h, c, img->pixels, quality);
         break;
     case GF_FORMAT_BMP:

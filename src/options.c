@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jpeg_turbo.h"
 #include "mask.h"
 #include "util.h"
 
@@ -341,7 +342,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             usage(stdout);
             return EXIT_SUCCESS;
         case 'V':
-            printf("gpufilter " GF_VERSION " (PNG deflate: %s)\n", gf_png_deflater());
+            printf("gpufilter " GF_VERSION " (PNG deflate: %s, JPEG: %s)\n", gf_png_deflater(),
+                   gf_jpeg_turbo_available() ? "libjpeg-turbo" : "stb_image");
             return EXIT_SUCCESS;
         case OPT_BACKEND:
             if (strcmp(optarg, "auto") == 0)
