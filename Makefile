@@ -140,7 +140,8 @@ test: test-unit test-cli
 
 test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold check-python
 	@$(BUILD)/gpufilter --list-devices || { echo "test-gpu: no usable GPU"; exit 1; }
-	$(PYTHON) -m pytest $(CLI_TESTS) -q --backend cuda --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(CLI_TESTS) -q --backend cuda --gpufilter $(BUILD)/gpufilter \
+	  $$($(PYTHON) -c "import xdist" 2>/dev/null && echo --dist loadgroup) $(PYTEST_ARGS)
 
 # ---- install --------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ def _binary_path(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda_only: runs only with --backend cuda")
     config.addinivalue_line("markers", "reduce(k): with --grid reduced, keep every k-th case")
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup")
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "gpufilter_seed" in workerinput:
         seed = int(workerinput["gpufilter_seed"])
