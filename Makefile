@@ -202,3 +202,31 @@ bench-png: $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook
 $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/obj
 	$(CC) -O2 $(STB_CFLAGS) $(if $(findstring hook,$@),-DHOOK) -o $@ $< -ldeflate -lz -lm
 
+# ---- bench --------------------------------------------------------------------------
+#   make bench   builds $(BUILD)/gpufilter-bench (bench/gpufilter_bench.cu): every
+#   kernel version, checked against the CPU reference, then timed beside the
+#   device copy bandwidth and the peers (NPP when $(CUDA_HOME)/include/npp.h
+#   exists, CUB always). It links the tool's own kernel objects. See bench/NOTES.md.
+
+.PHONY: bench
+
+BENCH_NPP ?= $(shell test -f $(CUDA_HOME)/include/npp.h && echo 1)
+# the objects the unit tests link (image I/O, masks, errors) plus the CPU reference
+BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o
+ifeq ($(BENCH_NPP),1)
+BENCH_DEFS = -DGF_HAVE_NPP
+BENCH_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnppif -lnppc
+endif
+
+# the object's name says whether NPP was in it, so that a build carried from a
+# machine without NPP to one with it is rebuilt there
+BENCH_MAIN = $(BUILD)/obj/gpufilter_bench$(if $(BENCH_DEFS),-npp).o
+
+bench: $(BUILD)/gpufilter-bench
+
+$(BENCH_MAIN): bench/gpufilter_bench.cu kernels/kernels.h src/*.h | $(BUILD)/obj
+	$(NVCC) $(NVCCFLAGS) $(BENCH_DEFS) -Isrc -Ikernels -c -o $@ $<
+
+$(BUILD)/gpufilter-bench: $(BENCH_MAIN) $(BENCH_OBJ) $(KERNEL_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(BENCH_LIBS) $(LDLIBS)
+# ---- end bench ----------------------------------------------------------------------

@@ -2,15 +2,44 @@
  * matrices of up to 31x31, combined per pixel (magnitude, max, min, sum).
  *
  * Version ladder
- *   0 naive   one thread per output pixel; every tap reads global memory
- *             through the border mapping. The correctness baseline: each
- *             input byte is fetched mask_width * mask_height times (L1/L2
- *             absorb most of it) and every tap pays the index arithmetic.
- *   1 tiled   a block loads its tile plus the halo (tile + mask - 1 in each
- *             direction) into shared memory once, border mapping applied
- *             while loading, weights staged in shared memory as well; the
- *             taps then read shared memory only. Fixes the repeated global
- *             reads and moves the border logic out of the inner loop.
+ *   0 naive     one thread per output pixel; every tap reads global memory
+ *               through the border mapping. The correctness baseline: each
+ *               input byte is fetched mask_width * mask_height times (L1/L2
+ *               absorb most of it) and every tap pays the index arithmetic.
+ *   1 tiled     a block loads its tile plus the halo (tile + mask - 1 in each
+ *               direction) into shared memory once, border mapping applied
+ *               while loading, weights staged in shared memory as well; the
+ *               taps then read shared memory only. Fixes the repeated global
+ *               reads and moves the border logic out of the inner loop. What
+ *               is left: per tap one shared load of a byte, one I2F
+ *               conversion (a quarter-rate instruction), one shared load of
+ *               the weight and the FMA; one output per thread, so nothing
+ *               loaded is reused from registers.
+ *   2 blocked   register blocking. Each thread computes P x Q outputs (P
+ *               rows, Q adjacent columns) from a sliding window of Q pixels
+ *               in registers: an input row costs Q + w - 1 shared loads for
+ *               P * Q * w * h * K FMA per channel, each pixel is converted
+ *               to float once, when it is staged (the shared tile is float,
+ *               one LDS.128 per RGBA pixel), and the weights are kernel
+ *               parameters: in the constant bank, FFMA operands at no cost
+ *               (common sizes 3x3, 5x5, 7x7 are fully unrolled with
+ *               compile-time indices; other sizes use one generic kernel
+ *               unrolled to 31 taps with a run-time exit, whose weights come
+ *               from uniform loads of the parameter bank). A block walks
+ *               down a column of tiles keeping the last h - 1 input rows in
+ *               a ring, so every input row is read from global memory once
+ *               per column of blocks; interior blocks load whole words with
+ *               no border mapping, edge blocks map every pixel. Output
+ *               bytes are packed and written as 4- or 16-byte stores, the
+ *               copied channels (alpha) merged from the source word.
+ *               Rounding and clamping use the 2^23 trick (v + 8388608.0f is
+ *               rint(v) in the low mantissa byte) instead of F2I, another
+ *               quarter-rate conversion.
+ *   3 separable for one-matrix masks that factor as column x row: one fused
+ *               kernel, the row pass over freshly staged input rows into a
+ *               ring of float rows in shared memory, then the column pass
+ *               from that ring; w + h FMA per pixel and channel instead of
+ *               w * h, no scratch. P = Q = 8 outputs per thread in each pass.
  *
  * Roofline budget (per output pixel, C channels, K matrices, T = w*h taps)
  *   bytes: C read + C written (each input read once, each output written
@@ -21,12 +50,46 @@
  *   20 flop/B. RGBA 3x3 (72 flop / 8 B = 9 flop/B) is memory-bound; 5x5
  *   (200 / 8 = 25) sits at the balance; 7x7 and above are compute-bound
  *   (in practice bound by shared-memory load issue, one LDS per FMA).
+ *   H200: the same SMs (132 at ~1.8 GHz: ~30 T FMA/s, ~30 T instructions/s
+ *   issued, 128 B/clock of shared memory per SM, ~30 TB/s in all) with
+ *   ~4.0 TB/s copy bandwidth: RGBA is memory-bound below ~500 Gpx/s, gray
+ *   below ~2000 Gpx/s.
+ *   Versions 2 and 3 are built so that the next limits are issue slots and
+ *   shared-memory bandwidth, not the memory system. Per output pixel of RGBA
+ *   with alpha copied (3 channels filtered):
+ *     3x3   27 FMA + ~2.3 LDS.128 (P = Q = 4) + ~20 to stage a pixel + ~12
+ *           to finish and store = ~60 instructions: ~500 Gpx/s of issue;
+ *           shared: ~37 B loaded + 16 B staged per pixel = ~600 Gpx/s.
+ *           Memory-bound at ~480 Gpx/s; expect ~400-450 (80-90% of copy).
+ *     sobel 3x3, 2 matrices (P = 2, Q = 4): 54 FMA + ~3 LDS + 20 + ~36 to
+ *           finish (two squares and an IEEE sqrt per channel) = ~115:
+ *           ~260-300 Gpx/s, issue-bound (55-60% of copy).
+ *     5x5   75 FMA + 4 LDS + 32 = ~110: ~270 Gpx/s (issue).
+ *     7x7   147 FMA + 6 LDS + 32 = ~185: ~160 Gpx/s (issue).
+ *     15x15 (generic kernel, P = 1, Q = 8) 675 FMA + 41 LDS.128 (660 B of
+ *           shared loads): ~40 Gpx/s, FMA- and shared-bound alike.
+ *     separable w x h: 3 * (w + h) FMA + (8 + w - 1) / 8 + (8 + h - 1) / 8
+ *           LDS.128 + ~40 to stage, write the ring and finish: 5x5 ~300,
+ *           15x15 ~250, 31x31 ~150 Gpx/s.
+ *   Gray (C = 1) 3x3: 9 FMA + ~2.3 LDS.32 + ~8 to stage + ~6 to finish:
+ *   ~1200 Gpx/s of issue, shared loads ~1.5 B per pixel... in practice
+ *   bound by the ~25 instructions per pixel: ~1000 Gpx/s (half of copy).
  *
  * Arithmetic: float sums of pixel * weight. Integer weights give exact
  * integer sums (below 2^24), so the division by the scale and the rounding
  * (rintf: half to even) match the double-precision CPU reference exactly
  * for the built-in masks; fractional weights may differ by one level where
- * a value sits on a rounding boundary. */
+ * a value sits on a rounding boundary. Version 2 accumulates every output in
+ * version 1's order (rows, then columns, one FMA each), and finishes with
+ * version 1's operations (a scale that is a power of two is folded into the
+ * weights, which is exact), so it returns version 1's bytes for any mask.
+ * Version 3 sums in another order: equal for integer factors, within one
+ * level otherwise. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels.h"
 
 extern "C" {
@@ -162,30 +225,1179 @@ __global__ void conv2d_kernel1(conv2d_launch p)
         p.dst[at + c] = c < p.channels_filtered ? conv2d_finish(acc[c], p) : p.src[at + c];
 }
 
+/* ---- versions 2 and 3: common parts --------------------------------------- */
+
+namespace {
+
+constexpr int kMaxMask = GF_MASK_MAX_SIZE;  /* 31 */
+constexpr int kMaxThreads = 256;            /* __launch_bounds__: <= 128 registers */
+constexpr float kMagic = 8388608.0f;        /* 2^23 */
+/* Weights that travel as kernel parameters: the header plus 984 floats make
+ * 4096 bytes, the parameter limit before CUDA 12.1 (a 31x31 matrix fits). */
+constexpr int kParamWeights = 984;
+
+/* How a matrix response is scaled: weights already divided by a scale that
+ * is a power of two (exact), with or without offsets to add, or acc / scale
+ * as version 1 does. */
+enum { MODE_PRESCALED_NO_OFFSET = 0, MODE_PRESCALED = 1, MODE_DIV = 2 };
+/* How the matrix responses combine (gf_combine, NONE folded into SUM, and
+ * MAX and MIN of one matrix too). */
+enum { COMB_SUM = 0, COMB_MAG = 1, COMB_MAX = 2, COMB_MIN = 3 };
+
+struct fast_header {
+    const unsigned char *src;
+    unsigned char *dst;
+    const float *wdev;            /* device weights, for the shared-weight variants */
+    const float *rowdev, *coldev; /* version 3, shared-weight variant */
+    int width, height, border;
+    int mw, mh;                   /* mask size */
+    int cf;                       /* channels_filtered, clamped to 0..channels */
+    int tw, th;                   /* tile in output pixels */
+    int steps;                    /* tiles per block, walking down */
+    int lq;                       /* input tile: slots of one column class (Q-split) */
+    int rs;                       /* input tile: row stride in pixel slots */
+    int hrs;                      /* version 3: row stride of the row-pass ring */
+    int flat;                     /* src is 4-byte aligned: staging loads words */
+    int vec;                      /* src and dst are 16-byte aligned: wide stores */
+    int safe_rows;                /* rows below this one end 64+ bytes before the image */
+    int mode, comb;
+    float scale[4], offset[4], inv[4];
+};
+
+template <int NW> struct fast_args {
+    fast_header h;
+    float w[NW];
+};
+static_assert(sizeof(fast_args<kParamWeights>) <= 4096, "kernel parameters over 4 KB");
+
+template <int C> struct slot_floats { static constexpr int value = C == 3 ? 4 : C; };
+
+__host__ __device__ constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
+
+/* Pixel slot i of a float tile: C floats (RGB padded to 4), one 4-, 8- or
+ * 16-byte shared access. */
+template <int C>
+__device__ __forceinline__ void conv2d_lds(const float *tile, int i, float (&v)[slot_floats<C>::value])
+{
+    if constexpr (C == 1) {
+        v[0] = tile[i];
+    } else if constexpr (C == 2) {
+        const float2 t = reinterpret_cast<const float2 *>(tile)[i];
+        v[0] = t.x;
+        v[1] = t.y;
+    } else {
+        const float4 t = reinterpret_cast<const float4 *>(tile)[i];
+        v[0] = t.x;
+        v[1] = t.y;
+        v[2] = t.z;
+        v[3] = t.w;
+    }
+}
+
+template <int C>
+__device__ __forceinline__ void conv2d_sts(float *tile, int i, const float (&v)[slot_floats<C>::value])
+{
+    if constexpr (C == 1) {
+        tile[i] = v[0];
+    } else if constexpr (C == 2) {
+        float2 t;
+        t.x = v[0];
+        t.y = v[1];
+        reinterpret_cast<float2 *>(tile)[i] = t;
+    } else {
+        float4 t;
+        t.x = v[0];
+        t.y = v[1];
+        t.z = v[2];
+        t.w = v[3];
+        reinterpret_cast<float4 *>(tile)[i] = t;
+    }
+}
+
+/* Byte i of a word as a float: 0x4B0000bb is 2^23 + b exactly, so one PRMT
+ * and one FADD, both full-rate, replace the quarter-rate I2F. */
+__device__ __forceinline__ float conv2d_byte(unsigned word, int i)
+{
+    return __fadd_rn(__uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | (unsigned)i)), -kMagic);
+}
+
+/* The low bytes of four values from conv2d_value, packed into a word. */
+__device__ __forceinline__ unsigned conv2d_pack(float a, float b, float c, float d)
+{
+    return __byte_perm(__byte_perm(__float_as_uint(a), __float_as_uint(b), 0x0040u),
+                       __byte_perm(__float_as_uint(c), __float_as_uint(d), 0x0040u), 0x5410u);
+}
+
+/* rsqrt.approx (MUFU.RSQ), the first step of nvcc's sqrt.rn. */
+__device__ __forceinline__ float conv2d_rsqrt_approx(float v)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+    return y;
+#else
+    return 1.0f / sqrtf(v);
+#endif
+}
+
+/* conv2d_finish for one channel of one output, in version 1's operations
+ * (rn division or the exact prescaled sum, rn offset add, fma for the
+ * magnitude, IEEE sqrt), returned as 2^23 + the output byte: clamping to
+ * 0..255 first and adding 2^23 rounds half to even like rintf and leaves
+ * the byte in the low 8 bits, so no F2I is needed. NaN clamps to 0, as
+ * fmaxf(rintf(NaN), 0) does.
+ *
+ * The magnitude clamps the sum of squares to [2^-60, 255^2] before the
+ * square root instead of clamping after it: the same byte (sqrt is
+ * monotonic, sqrt(255^2) = 255, anything below 2^-30 rounds to 0), and in
+ * that range sqrt.rn is exactly its fast path, written out here: MUFU.RSQ
+ * and one Newton step (nvcc's own sequence for normal inputs), without the
+ * range test and branch to the slow path. */
+template <int MODE, int COMB, int K>
+__device__ __forceinline__ float conv2d_value(const float (&acc)[K], const fast_header &h)
+{
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        float r = MODE == MODE_DIV ? __fdiv_rn(acc[k], h.scale[k]) : acc[k];
+        if (MODE != MODE_PRESCALED_NO_OFFSET)  /* r + 0 is r: skipped when all offsets are 0 */
+            r = __fadd_rn(r, h.offset[k]);
+        if (COMB == COMB_MAG)
+            v = k == 0 ? __fmul_rn(r, r) : __fmaf_rn(r, r, v);
+        else if (COMB == COMB_MAX)
+            v = k == 0 ? r : fmaxf(v, r);
+        else if (COMB == COMB_MIN)
+            v = k == 0 ? r : fminf(v, r);
+        else
+            v = k == 0 ? r : __fadd_rn(v, r);
+    }
+    if (COMB == COMB_MAG) {
+        v = fminf(fmaxf(v, 0x1p-60f), 65025.0f);
+        const float y = conv2d_rsqrt_approx(v);
+        const float s = __fmul_rn(v, y), half = __fmul_rn(y, 0.5f);
+        return __fadd_rn(__fmaf_rn(__fmaf_rn(-s, s, v), half, s), kMagic);
+    }
+    return __fadd_rn(fminf(fmaxf(v, 0.0f), 255.0f), kMagic);
+}
+
+/* Stage 'count' input rows into a float tile: image rows yimg..yimg+count-1
+ * and columns xin..xin+L-1 (any integers, mapped through the border), row u
+ * into slot row (slot0 + u) mod R. Columns are stored Q-split: pixel l at
+ * (l % Q) * lq + l / Q, so that a thread reading pixels Q*t + i (its window)
+ * and its neighbours read consecutive slots: conflict-free wide loads.
+ * Channels >= CF are left 0: they are copied from the source at the store.
+ *
+ * The common case (interior block, rows inside the image and not within 64
+ * bytes of its end: all steps but the first and last of the top and bottom
+ * blocks) goes by groups: group g of a row is pixels Q*g .. Q*g + Q - 1,
+ * which land in slots g, g + lq, g + 2 lq, ...; its Q*C bytes are read as
+ * aligned words (a PRMT realigns them when C != 4), B groups per thread in
+ * flight before any is converted (B is about the groups a thread has per
+ * step, so that a step costs one memory round trip). Everything else maps
+ * each pixel through gf_border_index. */
+template <int C, int CF, int Q, int B>
+__device__ __forceinline__ void conv2d_stage(const fast_header &h, float *tile, int xin, int L,
+                                             int yimg, int count, int slot0, int R, bool interior,
+                                             int tid, int nt)
+{
+    constexpr int CP = slot_floats<C>::value;
+    constexpr int LQ = log2_of(Q);
+    const int lq = h.lq, rs = h.rs;
+    if (interior && yimg >= 0 && yimg + count <= h.safe_rows) {
+        constexpr int NB = Q * C, NWD = NB / 4;  /* bytes and words of a group */
+        static_assert(NB % 4 == 0, "whole words per group");
+        const size_t row_bytes = (size_t)h.width * C;
+        const int items = count * lq;
+        /* item (u, g): group g of row u. The item index advances by nt, so
+         * (u, g) advance by (du, dg) with a carry into u; the source pointer,
+         * the ring row and the slot follow incrementally. */
+        const int du = nt / lq, dg = nt - du * lq;
+        const int u0 = tid / lq, g0 = tid - u0 * lq;
+        int g = g0, r = slot0 + u0 % R;
+        if (r >= R)
+            r -= R;
+        int at = r * rs + g;
+        const unsigned char *from =
+            h.src + (size_t)(yimg + u0) * row_bytes + (size_t)xin * C + (size_t)g0 * NB;
+        const size_t step = (size_t)du * row_bytes + (size_t)dg * NB;
+        const size_t carry = row_bytes - (size_t)lq * NB;
+        for (int it0 = tid; it0 < items; it0 += B * nt) {
+            unsigned w[B][NWD];
+            int slot[B];  /* slot of the group's first pixel */
+            int left[B];  /* its pixels inside the segment; 0: no item */
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                slot[b] = at;
+                left[b] = 0;
+#pragma unroll
+                for (int m = 0; m < NWD; m++)
+                    w[b][m] = 0;
+                if (it0 + b * nt < items) {
+                    left[b] = L - Q * g;
+                    if constexpr (C == 4) {
+#pragma unroll
+                        for (int m = 0; m < NWD; m++)
+                            w[b][m] = reinterpret_cast<const unsigned *>(from)[m];
+                    } else {
+                        const unsigned shift = (unsigned)(uintptr_t)from & 3;
+                        const unsigned *words = reinterpret_cast<const unsigned *>(from - shift);
+                        unsigned raw[NWD + 1];
+#pragma unroll
+                        for (int m = 0; m <= NWD; m++)
+                            raw[m] = words[m];
+                        const unsigned sel = 0x3210u + shift * 0x1111u;
+#pragma unroll
+                        for (int m = 0; m < NWD; m++)
+                            w[b][m] = __byte_perm(raw[m], raw[m + 1], sel);
+                    }
+                }
+                g += dg;
+                r += du;
+                at += du * rs + dg;
+                from += step;
+                if (g >= lq) {
+                    g -= lq;
+                    r++;
+                    at += rs - lq;
+                    from += carry;
+                }
+                while (r >= R) {  /* du < R: at most twice */
+                    r -= R;
+                    at -= R * rs;
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float f[Q][CP];
+#pragma unroll
+                for (int k = 0; k < Q; k++)
+#pragma unroll
+                    for (int c = 0; c < CP; c++)
+                        f[k][c] = c < CF ? conv2d_byte(w[b][(k * C + c) / 4], (k * C + c) % 4) : 0.0f;
+                if (left[b] >= Q) {  /* whole groups: no per-pixel branch */
+#pragma unroll
+                    for (int k = 0; k < Q; k++)
+                        conv2d_sts<C>(tile, slot[b] + k * lq, f[k]);
+                } else {             /* the last group of a row */
+#pragma unroll
+                    for (int k = 0; k < Q; k++)
+                        if (k < left[b])
+                            conv2d_sts<C>(tile, slot[b] + k * lq, f[k]);
+                }
+            }
+        }
+        return;
+    }
+    /* one pixel per item, both coordinates mapped */
+    const int items = count * L;
+    const int du = nt / L, dl = nt - du * L;
+    int u = tid / L, l = tid - u * L;
+    for (int it = tid; it < items; it += nt) {
+        const int gy = gf_border_index(yimg + u, h.height, (gf_border)h.border);
+        const int gx = gf_border_index(xin + l, h.width, (gf_border)h.border);
+        float v[CP];
+#pragma unroll
+        for (int c = 0; c < CP; c++)
+            v[c] = 0.0f;
+        if (gx >= 0 && gy >= 0) {
+            const unsigned char *from = h.src + ((size_t)gy * h.width + gx) * C;
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                v[c] = (float)from[c];
+        }
+        int r = slot0 + u;
+        if (r >= R)
+            r -= R;
+        conv2d_sts<C>(tile, r * rs + (l & (Q - 1)) * lq + (l >> LQ), v);
+        l += dl;
+        u += du;
+        if (l >= L) {
+            l -= L;
+            u++;
+        }
+    }
+}
+
+/* Write the Q pixels x..x+Q-1 of row y: their filtered channels from
+ * conv2d_value (fv[q][c], c < CF), the others copied from src. Whole runs
+ * inside the image go out as 16-, 8- or 4-byte stores (whichever the address
+ * allows), packed with PRMT, the copied channels merged from the source
+ * words with one more PRMT; the right edge and unusual channels_filtered
+ * values go byte by byte. */
+template <int C, int CF, int Q>
+__device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
+                                             const float (&fv)[Q][CF])
+{
+    constexpr int NB = Q * C, NW = NB / 4;
+    static_assert(NB % 4 == 0, "runs of whole words");
+    const size_t o = ((size_t)y * h.width + x) * C;
+    if (h.vec && x + Q <= h.width && h.cf == CF && (o & 3) == 0) {
+        unsigned w[NW];
+        auto byte_of = [&](int b) { /* compile-time b */
+            const int q = b / C, c = b % C;
+            return c < CF ? fv[q][c < CF ? c : 0] : 0.0f;
+        };
+#pragma unroll
+        for (int k = 0; k < NW; k++)
+            w[k] = conv2d_pack(byte_of(4 * k), byte_of(4 * k + 1), byte_of(4 * k + 2),
+                               byte_of(4 * k + 3));
+        constexpr bool copy = CF < C;
+        /* PRMT selector merging word k: filtered bytes from the result, the
+         * others (alpha) from the source word; compile-time */
+        auto merge = [&](unsigned result, unsigned source, int k) {
+            unsigned sel = 0;
+            for (int j = 0; j < 4; j++)
+                sel |= (unsigned)((4 * k + j) % C < CF ? j : 4 + j) << (4 * j);
+            return __byte_perm(result, source, sel);
+        };
+        if (NB % 16 == 0 && (o & 15) == 0) {
+#pragma unroll
+            for (int k = 0; k < NW; k += 4) {
+                uint4 t;
+                t.x = w[k];
+                t.y = w[k + 1];
+                t.z = w[k + 2];
+                t.w = w[k + 3];
+                if (copy) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(h.src + o + 4 * k);
+                    t.x = merge(t.x, v.x, k);
+                    t.y = merge(t.y, v.y, k + 1);
+                    t.z = merge(t.z, v.z, k + 2);
+                    t.w = merge(t.w, v.w, k + 3);
+                }
+                *reinterpret_cast<uint4 *>(h.dst + o + 4 * k) = t;
+            }
+        } else if (NB % 8 == 0 && (o & 7) == 0) {
+#pragma unroll
+            for (int k = 0; k < NW; k += 2) {
+                uint2 t;
+                t.x = w[k];
+                t.y = w[k + 1];
+                if (copy) {
+                    const uint2 v = *reinterpret_cast<const uint2 *>(h.src + o + 4 * k);
+                    t.x = merge(t.x, v.x, k);
+                    t.y = merge(t.y, v.y, k + 1);
+                }
+                *reinterpret_cast<uint2 *>(h.dst + o + 4 * k) = t;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < NW; k++) {
+                unsigned t = w[k];
+                if (copy)
+                    t = merge(t, *reinterpret_cast<const unsigned *>(h.src + o + 4 * k), k);
+                *reinterpret_cast<unsigned *>(h.dst + o + 4 * k) = t;
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < Q; q++) {
+        if (x + q >= h.width)
+            break;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const size_t at = o + (size_t)q * C + c;
+            h.dst[at] = c < CF && c < h.cf ? (unsigned char)__float_as_uint(fv[q][c < CF ? c : 0])
+                                           : h.src[at];
+        }
+    }
+}
+
+/* ---- version 2: register-blocked ------------------------------------------ */
+
+/* One input row r (0-based from the thread's first input row) into the
+ * accumulators of the thread's P x Q outputs: output row j takes it as its
+ * mask row my = r - j. A window of Q pixels slides along the row, one new
+ * pixel per mask column, so the row costs Q + w - 1 shared loads. Every
+ * output accumulates in version 1's order: mask rows, then columns. */
+template <int C, int CF, int K, int MW, int MH, int P, int Q, bool WS, int NW>
+__device__ __forceinline__ void conv2d_row2(float (&acc)[P][Q][K][CF], const float *tile,
+                                            int row_at, const int (&cls)[Q], int r, int mw, int mh,
+                                            const fast_args<NW> &a, const float *wsh)
+{
+    constexpr int CP = slot_floats<C>::value;
+    float win[Q][CP];
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+        conv2d_lds<C>(tile, row_at + cls[q], win[q]);
+#pragma unroll
+    for (int mx = 0; mx < (MW ? MW : kMaxMask); mx++) {
+        if (!MW && mx >= mw)
+            break;
+        if (mx > 0) {
+#pragma unroll
+            for (int q = 0; q + 1 < Q; q++)
+#pragma unroll
+                for (int c = 0; c < CP; c++)
+                    win[q][c] = win[q + 1][c];
+            const int i = Q + mx - 1;  /* the pixel entering the window */
+            conv2d_lds<C>(tile, row_at + cls[i % Q] + i / Q, win[Q - 1]);
+        }
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const int my = r - j;
+            if (MH && (my < 0 || my >= MH))
+                continue;  /* compile-time: r is unrolled when MH is */
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int wi = (k * mh + my) * mw + mx;
+                const float wv = WS ? wsh[wi] : a.w[wi];
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[j][q][k][c] = fmaf(win[q][c], wv, acc[j][q][k][c]);
+            }
+        }
+    }
+}
+
+template <int C, int CF, int K, int P, int Q, int MODE, int COMB>
+__device__ __forceinline__ void conv2d_emit2(const float (&acc)[P][Q][K][CF], const fast_header &h,
+                                             int y, int x)
+{
+#pragma unroll
+    for (int j = 0; j < P; j++) {
+        if (y + j >= h.height)
+            break;
+        float fv[Q][CF];
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int c = 0; c < CF; c++) {
+                float s[K];
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    s[k] = acc[j][q][k][c];
+                fv[q][c] = conv2d_value<MODE, COMB, K>(s, h);
+            }
+        conv2d_store<C, CF, Q>(h, y + j, x, fv);
+    }
+}
+
+/* One switch per step on the (uniform) mode and combination: the finish
+ * code is specialised for each. One matrix: SUM and MAG only (the host maps
+ * MAX and MIN of one matrix to SUM). */
+template <int C, int CF, int K, int P, int Q>
+__device__ __forceinline__ void conv2d_emit2_any(const float (&acc)[P][Q][K][CF],
+                                                 const fast_header &h, int y, int x)
+{
+#define CONV2D_EMIT(MODE)                                                                     \
+    switch (K == 1 && h.comb != COMB_MAG ? COMB_SUM : h.comb) {                               \
+    case COMB_MAG: conv2d_emit2<C, CF, K, P, Q, MODE, COMB_MAG>(acc, h, y, x); break;         \
+    case COMB_MAX: if (K > 1) conv2d_emit2<C, CF, K, P, Q, MODE, COMB_MAX>(acc, h, y, x); break; \
+    case COMB_MIN: if (K > 1) conv2d_emit2<C, CF, K, P, Q, MODE, COMB_MIN>(acc, h, y, x); break; \
+    default:       conv2d_emit2<C, CF, K, P, Q, MODE, COMB_SUM>(acc, h, y, x); break;         \
+    }
+    if (h.mode == MODE_PRESCALED_NO_OFFSET) {
+        CONV2D_EMIT(MODE_PRESCALED_NO_OFFSET)
+    } else if (h.mode == MODE_PRESCALED) {
+        CONV2D_EMIT(MODE_PRESCALED)
+    } else {
+        CONV2D_EMIT(MODE_DIV)
+    }
+#undef CONV2D_EMIT
+}
+
+/* MW, MH: the mask size, or 0 for the generic kernel (run-time size, the
+ * column loop unrolled to 31 with an exit, P == 1). WS: weights in shared
+ * memory (from h.wdev) instead of the parameters. CF: channels computed;
+ * h.cf <= CF says which of them are written (the rest are copied). */
+template <int C, int CF, int K, int MW, int MH, int P, int Q, bool WS, int NW>
+__global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel2(const fast_args<NW> a)
+{
+    static_assert(MH > 0 || P == 1, "the generic kernel computes one row per thread");
+    extern __shared__ __align__(16) float conv2d_smem2[];
+        const fast_header &h = a.h;
+    const int mw = MW ? MW : h.mw, mh = MH ? MH : h.mh;
+    const int taps = K * mw * mh;
+    float *wsh = conv2d_smem2;
+    float *tile = conv2d_smem2 + (WS ? (taps + 3) & ~3 : 0);
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int nt = blockDim.x * blockDim.y, tid = ty * blockDim.x + tx;
+    if (WS)
+        for (int i = tid; i < taps; i += nt)
+            wsh[i] = h.wdev[i];  /* visible after the first staging barrier */
+
+    const int TW = h.tw, TH = h.th;
+    const int L = TW + mw - 1, R = TH + mh - 1;
+    const int x0 = blockIdx.x * TW, xin = x0 - mw / 2;
+    const int ystrip = blockIdx.y * h.steps * TH, yin = ystrip - mh / 2;
+    const bool interior = h.flat && xin >= 0 && xin + L <= h.width;
+    int cls[Q];  /* slot of the thread's window pixel q in a row */
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+        cls[q] = q * h.lq + tx;
+
+    for (int s = 0; s < h.steps; s++) {
+        const int y0 = ystrip + s * TH;
+        if (y0 >= h.height)
+            break;
+        /* ring row i holds image row yin + i in slot i mod R; step s needs
+         * ring rows s*TH .. s*TH + R - 1, of which the first R - TH are
+         * already there after step 0 */
+        const int first = s == 0 ? 0 : s * TH + mh - 1;
+        if (s > 0)
+            __syncthreads();  /* the slots to overwrite are no longer read */
+        /* a thread stages about P * (1 + (w - 1) / tw) groups per step */
+        conv2d_stage<C, CF, Q, P + (P + 3) / 4>(h, tile, xin, L, yin + first, s == 0 ? R : TH,
+                                                first % R, R, interior, tid, nt);
+        __syncthreads();
+
+        float acc[P][Q][K][CF];
+#pragma unroll
+        for (int j = 0; j < P; j++)
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[j][q][k][c] = 0.0f;
+        const int base = (s * TH + ty * P) % R;
+        if constexpr (MH > 0) {
+#pragma unroll
+            for (int r = 0; r < P + MH - 1; r++) {
+                const int slot = base + r < R ? base + r : base + r - R;
+                conv2d_row2<C, CF, K, MW, MH, P, Q, WS, NW>(acc, tile, slot * h.rs, cls, r, mw, mh,
+                                                            a, wsh);
+            }
+        } else {
+#pragma unroll 1
+            for (int r = 0; r < mh; r++) {
+                const int slot = base + r < R ? base + r : base + r - R;
+                conv2d_row2<C, CF, K, MW, MH, P, Q, WS, NW>(acc, tile, slot * h.rs, cls, r, mw, mh,
+                                                            a, wsh);
+            }
+        }
+
+        const int y = y0 + ty * P, x = x0 + Q * tx;
+        if (x < h.width)
+            conv2d_emit2_any<C, CF, K, P, Q>(acc, h, y, x);
+    }
+}
+
+/* ---- version 3: separable, fused ------------------------------------------ */
+
+/* Ring slot of column x of the row-pass results: an XOR swizzle inside each
+ * group of n slots (n = slots per 128-byte bank line) makes both the row
+ * pass's writes (thread t: columns 8t..8t+7) and the column pass's reads
+ * (thread t: column t) conflict-free. */
+template <int C>
+__device__ __forceinline__ int conv2d_swizzle(int x)
+{
+    constexpr int n = 32 / slot_floats<C>::value, ln = log2_of(n);
+    return x ^ ((x >> ln) & (n - 1));
+}
+
+template <int C, int CF, int MODE, int COMB>
+__device__ __forceinline__ void conv2d_emit3(const float (&acc)[8][CF], const fast_header &h, int y,
+                                             int x)
+{
+    const size_t o = ((size_t)y * h.width + x) * C;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        if (y + j >= h.height)
+            break;
+        const size_t at = o + (size_t)j * h.width * C;
+        float fv[CF];
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            const float s[1] = {acc[j][c]};
+            fv[c] = conv2d_value<MODE, COMB, 1>(s, h);
+        }
+        if (C == 4 && h.vec && h.cf == CF) {
+            unsigned w = conv2d_pack(fv[0], fv[1 < CF ? 1 : 0], fv[2 < CF ? 2 : 0], fv[CF - 1]);
+            if (CF < 4)  /* alpha from the source word */
+                w = __byte_perm(w, *reinterpret_cast<const unsigned *>(h.src + at), 0x7210u);
+            *reinterpret_cast<unsigned *>(h.dst + at) = w;
+        } else {
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                h.dst[at + c] = c < CF && c < h.cf ? (unsigned char)__float_as_uint(fv[c < CF ? c : 0])
+                                                   : h.src[at + c];
+        }
+    }
+}
+
+/* Block: (tw, th / 8) threads. Per step: the rows not yet in the ring are
+ * staged (at most th at a time), each thread runs the row pass on 8
+ * adjacent columns of one staged row into the ring; then each thread runs
+ * the column pass on 8 rows of its own column. Weights: row in w[0..31],
+ * column in w[32..63] (compile-time indices: FFMA constant operands). */
+template <int C, int CF, bool WS>
+__global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args<64> a)
+{
+    extern __shared__ __align__(16) float conv2d_smem2[];
+    constexpr int CP = slot_floats<C>::value;
+    const fast_header &h = a.h;
+    const int mw = h.mw, mh = h.mh;
+    const int TW = h.tw, TH = h.th;
+    const int L = TW + mw - 1, R = TH + mh - 1;
+    float *wsh = conv2d_smem2;
+    float *in = conv2d_smem2 + (WS ? 64 : 0);
+    float *ring = in + (size_t)TH * h.rs * CP;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int nt = blockDim.x * blockDim.y, tid = ty * blockDim.x + tx;
+    if (WS) {
+        for (int i = tid; i < mw; i += nt)
+            wsh[i] = h.rowdev[i];
+        for (int i = tid; i < mh; i += nt)
+            wsh[32 + i] = h.coldev[i];
+    }
+    /* row pass: thread -> staged row hr, columns 8 hx .. 8 hx + 7 */
+    const int nxh = TW / 8, hr = tid / nxh, hx = tid - hr * nxh;
+    int cls[8];
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        cls[q] = q * h.lq + hx;
+    const int x0 = blockIdx.x * TW, xin = x0 - mw / 2;
+    const int ystrip = blockIdx.y * h.steps * TH, yin = ystrip - mh / 2;
+    const bool interior = h.flat && xin >= 0 && xin + L <= h.width;
+    const int vcol = conv2d_swizzle<C>(tx);
+
+    int next = 0;  /* next ring row (input row yin + next) to compute */
+    for (int s = 0; s < h.steps; s++) {
+        const int y0 = ystrip + s * TH;
+        if (y0 >= h.height)
+            break;
+        const int need = s * TH + R;
+        while (next < need) {
+            const int count = need - next < TH ? need - next : TH;
+            __syncthreads();  /* 'in' and the ring slots to overwrite are free */
+            conv2d_stage<C, CF, 8, 2>(h, in, xin, L, yin + next, count, 0, 1 << 30, interior, tid, nt);
+            __syncthreads();
+            if (hr < count) {
+                float acc[8][CF];
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[q][c] = 0.0f;
+                const int row_at = hr * h.rs;
+                float win[8][CP];
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    conv2d_lds<C>(in, row_at + cls[q], win[q]);
+#pragma unroll
+                for (int mx = 0; mx < kMaxMask; mx++) {
+                    if (mx >= mw)
+                        break;
+                    if (mx > 0) {
+#pragma unroll
+                        for (int q = 0; q < 7; q++)
+#pragma unroll
+                            for (int c = 0; c < CP; c++)
+                                win[q][c] = win[q + 1][c];
+                        const int i = 7 + mx;
+                        conv2d_lds<C>(in, row_at + cls[i % 8] + i / 8, win[7]);
+                    }
+                    const float wv = WS ? wsh[mx] : a.w[mx];
+#pragma unroll
+                    for (int q = 0; q < 8; q++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            acc[q][c] = fmaf(win[q][c], wv, acc[q][c]);
+                }
+                const int slot = (next + hr) % R;
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    float v[CP];
+#pragma unroll
+                    for (int c = 0; c < CP; c++)
+                        v[c] = c < CF ? acc[q][c < CF ? c : 0] : 0.0f;
+                    conv2d_sts<C>(ring, slot * h.hrs + conv2d_swizzle<C>(8 * hx + q), v);
+                }
+            }
+            next += count;
+        }
+        __syncthreads();
+
+        /* column pass: thread -> column tx, rows 8 ty .. 8 ty + 7 */
+        float acc[8][CF];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                acc[j][c] = 0.0f;
+        const int base = (s * TH + 8 * ty) % R;
+        auto ring_at = [&](int i) {
+            const int r = base + i < R ? base + i : base + i - R;
+            return r * h.hrs + vcol;
+        };
+        float win[8][CP];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            conv2d_lds<C>(ring, ring_at(j), win[j]);
+#pragma unroll
+        for (int my = 0; my < kMaxMask; my++) {
+            if (my >= mh)
+                break;
+            if (my > 0) {
+#pragma unroll
+                for (int j = 0; j < 7; j++)
+#pragma unroll
+                    for (int c = 0; c < CP; c++)
+                        win[j][c] = win[j + 1][c];
+                conv2d_lds<C>(ring, ring_at(7 + my), win[7]);
+            }
+            const float wv = WS ? wsh[32 + my] : a.w[32 + my];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    acc[j][c] = fmaf(win[j][c], wv, acc[j][c]);
+        }
+        const int y = y0 + 8 * ty, x = x0 + tx;
+        if (x < h.width && y < h.height) {
+            const bool mag = h.comb == COMB_MAG;
+            if (h.mode == MODE_PRESCALED_NO_OFFSET) {
+                if (mag)
+                    conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_MAG>(acc, h, y, x);
+                else
+                    conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_SUM>(acc, h, y, x);
+            } else if (h.mode == MODE_PRESCALED) {
+                if (mag)
+                    conv2d_emit3<C, CF, MODE_PRESCALED, COMB_MAG>(acc, h, y, x);
+                else
+                    conv2d_emit3<C, CF, MODE_PRESCALED, COMB_SUM>(acc, h, y, x);
+            } else {
+                if (mag)
+                    conv2d_emit3<C, CF, MODE_DIV, COMB_MAG>(acc, h, y, x);
+                else
+                    conv2d_emit3<C, CF, MODE_DIV, COMB_SUM>(acc, h, y, x);
+            }
+        }
+    }
+}
+
+}  /* namespace */
+
 /* ---- dispatch ------------------------------------------------------------- */
+
+/* Every launch goes through here: the kernel's own parameter type, the
+ * shared-memory opt-in above 48 KB. (CONV2D_EMULATE: the CPU emulation of
+ * the kernels used to check them without a GPU runs the body instead.) */
+template <class A>
+static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t shared,
+                                cudaStream_t stream, const A &args)
+{
+    if (shared > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute((const void *)kernel,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)shared);
+        if (err != cudaSuccess)
+            return err;
+    }
+#ifdef CONV2D_EMULATE
+    (void)stream;
+    return conv2d_emulate(grid, block, shared, [&] { kernel(args); });
+#else
+    kernel<<<grid, block, shared, stream>>>(args);
+    return cudaGetLastError();
+#endif
+}
 
 typedef void (*conv2d_entry)(conv2d_launch);
 
 static conv2d_entry conv2d_entry_for(int version, int channels)
 {
-    static const conv2d_entry table[CONV2D_VERSIONS][4] = {
+    static const conv2d_entry table[2][4] = {
         {conv2d_kernel0<1>, conv2d_kernel0<2>, conv2d_kernel0<3>, conv2d_kernel0<4>},
         {conv2d_kernel1<1>, conv2d_kernel1<2>, conv2d_kernel1<3>, conv2d_kernel1<4>},
     };
-    if (version < 0 || version >= CONV2D_VERSIONS || channels < 1 || channels > 4)
+    if (version < 0 || version > 1 || channels < 1 || channels > 4)
         return NULL;
     return table[version][channels - 1];
 }
 
+/* ---- versions 2 and 3: plans ----------------------------------------------- */
+
+namespace {
+
+struct conv2d_plan;
+typedef cudaError_t (*conv2d_runner)(const conv2d_plan &, cudaStream_t);
+
+/* One instantiation: version, channel layout (C channels, CF computed),
+ * matrices, mask size (0: any), outputs per thread (P rows x Q columns),
+ * weights in shared memory (ws) or in the parameters. */
+struct conv2d_variant {
+    int version, C, CF, K, MW, MH, P, Q;
+    bool ws;
+    const void *entry;
+    conv2d_runner run;
+};
+
+struct conv2d_plan {
+    const conv2d_variant *v;
+    fast_header h;
+    float w[kParamWeights];
+    int nw;
+    dim3 grid, block;
+    size_t shared;
+};
+
+template <int NW>
+static void conv2d_fill(fast_args<NW> &a, const conv2d_plan &pl)
+{
+    a.h = pl.h;
+    for (int i = 0; i < NW; i++)
+        a.w[i] = i < pl.nw ? pl.w[i] : 0.0f;
+}
+
+template <int C, int CF, int K, int MW, int MH, int P, int Q, bool WS, int NW>
+static cudaError_t conv2d_run2(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<NW> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_kernel2<C, CF, K, MW, MH, P, Q, WS, NW>, pl.grid, pl.block,
+                        pl.shared, stream, args);
+}
+
+template <int C, int CF, bool WS>
+static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<64> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_kernel3<C, CF, WS>, pl.grid, pl.block, pl.shared, stream, args);
+}
+
+#define CONV2D_V2(C, CF, K, M, P, Q, WS, NW)                                                  \
+    {2, C, CF, K, M, M, P, Q, WS, (const void *)conv2d_kernel2<C, CF, K, M, M, P, Q, WS, NW>, \
+     conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>}
+/* fully unrolled sizes (weights as parameters), then the generic kernel */
+#define CONV2D_V2_LAYOUT(C, CF)                                                               \
+    CONV2D_V2(C, CF, 1, 3, 4, 4, false, 9), CONV2D_V2(C, CF, 2, 3, 2, 4, false, 18),          \
+    CONV2D_V2(C, CF, 1, 5, 4, 4, false, 25), CONV2D_V2(C, CF, 1, 7, 4, 4, false, 49),         \
+    CONV2D_V2(C, CF, 1, 0, 1, 8, false, kParamWeights),                                        \
+    CONV2D_V2(C, CF, 2, 0, 1, 8, false, kParamWeights),                                        \
+    CONV2D_V2(C, CF, 3, 0, 1, 4, false, kParamWeights),                                        \
+    CONV2D_V2(C, CF, 4, 0, 1, 4, false, kParamWeights),                                        \
+    CONV2D_V2(C, CF, 1, 0, 1, 8, true, 4), CONV2D_V2(C, CF, 2, 0, 1, 8, true, 4),              \
+    CONV2D_V2(C, CF, 3, 0, 1, 4, true, 4), CONV2D_V2(C, CF, 4, 0, 1, 4, true, 4)
+#define CONV2D_V3(C, CF)                                                                      \
+    {3, C, CF, 1, 0, 0, 8, 8, false, (const void *)conv2d_kernel3<C, CF, false>,              \
+     conv2d_run3<C, CF, false>},                                                               \
+    {3, C, CF, 1, 0, 0, 8, 8, true, (const void *)conv2d_kernel3<C, CF, true>,                \
+     conv2d_run3<C, CF, true>}
+
+const conv2d_variant conv2d_variants[] = {
+    CONV2D_V2_LAYOUT(1, 1), CONV2D_V2_LAYOUT(2, 2), CONV2D_V2_LAYOUT(3, 3),
+    CONV2D_V2_LAYOUT(4, 3), CONV2D_V2_LAYOUT(4, 4),
+    CONV2D_V3(1, 1), CONV2D_V3(2, 2), CONV2D_V3(3, 3), CONV2D_V3(4, 3), CONV2D_V3(4, 4),
+};
+
+const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, bool ws)
+{
+    for (const conv2d_variant &v : conv2d_variants)
+        if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M && v.ws == ws)
+            return &v;
+    return NULL;
+}
+
+/* The channels a kernel computes: all of them, or RGB of RGBA when alpha is
+ * copied; a smaller channels_filtered runs on the full kernel and copies
+ * byte by byte (no built-in path asks for one). */
+int conv2d_cf_template(int channels, int cf)
+{
+    return channels == 4 && cf <= 3 ? 3 : channels;
+}
+
+bool conv2d_power_of_two(float s)
+{
+    int e;
+    const float m = frexpf(fabsf(s), &e);
+    return m == 0.5f && e > -100 && e < 100;
+}
+
+int conv2d_gcd(int a, int b)
+{
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Integer factors of integer 2-D weights: the row of the largest weight
+ * divided by the gcd of its entries (then every column factor is an integer
+ * too), checked exactly. With them version 3's sums are exact. */
+bool conv2d_integer_factors(const float *w, int mw, int mh, float *row, float *column)
+{
+    int pivot = 0;
+    for (int i = 0; i < mw * mh; i++) {
+        if (w[i] != rintf(w[i]) || fabsf(w[i]) >= 16777216.0f)
+            return false;
+        if (fabsf(w[i]) > fabsf(w[pivot]))
+            pivot = i;
+    }
+    if (w[pivot] == 0.0f)
+        return false;
+    const int py = pivot / mw, px = pivot % mw;
+    int g = 0;
+    for (int x = 0; x < mw; x++)
+        g = conv2d_gcd(g, abs((int)w[py * mw + x]));
+    for (int x = 0; x < mw; x++)
+        row[x] = w[py * mw + x] / (float)g;
+    for (int y = 0; y < mh; y++) {
+        column[y] = w[y * mw + px] / row[px];
+        if (column[y] != rintf(column[y]))
+            return false;
+        for (int x = 0; x < mw; x++)
+            if (column[y] * row[x] != w[y * mw + x])
+                return false;
+    }
+    return true;
+}
+
+/* Shared-memory wavefronts of one warp accessing pixel slots of 'cp' floats
+ * (the bank model: a 16-byte access is served 8 threads at a time, 8-byte
+ * 16 at a time, 4-byte 32 at a time; a phase takes as many wavefronts as
+ * the most distinct words one bank holds). */
+int conv2d_wavefronts(const int *slot, int threads, int cp)
+{
+    const int phase = 32 / cp;
+    int total = 0;
+    for (int p0 = 0; p0 < threads; p0 += phase) {
+        int words[32][32], count[32] = {0}, worst = 1;
+        for (int t = p0; t < p0 + phase && t < threads; t++)
+            for (int f = 0; f < cp; f++) {
+                const int word = slot[t] * cp + f, bank = word & 31;
+                bool seen = false;
+                for (int i = 0; i < count[bank]; i++)
+                    seen = seen || words[bank][i] == word;
+                if (!seen && count[bank] < 32)
+                    words[bank][count[bank]++] = word;
+                if (count[bank] > worst)
+                    worst = count[bank];
+            }
+        total += worst;
+    }
+    return total;
+}
+
+/* A row stride (in slots) >= 'least' for which warp 0's reads are
+ * conflict-free (or the least bad): thread t reads slot
+ * (t / per_row) * rows_apart * stride + t % per_row. */
+int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
+{
+    int best = least, best_cost = 1 << 30;
+    const int n = threads < 32 ? threads : 32;
+    for (int stride = least; stride < least + 32; stride++) {
+        int slot[32];
+        for (int t = 0; t < n; t++)
+            slot[t] = (t / per_row) * rows_apart * stride + t % per_row;
+        const int cost = conv2d_wavefronts(slot, n, cp);
+        if (cost < best_cost) {
+            best = stride;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+/* Version 3's ring stride: the row pass writes (thread t: row t / per_row,
+ * columns 8 (t % per_row) + q, swizzled) and the column pass reads (thread
+ * t: row 8 (t / tw), column t % tw, swizzled), both as conflict-free as
+ * possible. */
+int conv2d_ring_stride(int tw, int threads, int cp)
+{
+    const int n = 32 / cp, ln = n == 8 ? 3 : n == 16 ? 4 : 5;
+    auto swz = [&](int x) { return x ^ ((x >> ln) & (n - 1)); };
+    const int least = (tw + n - 1) / n * n, per_row = tw / 8, warp = threads < 32 ? threads : 32;
+    int best = least, best_cost = 1 << 30;
+    for (int stride = least; stride < least + 32; stride++) {
+        int slot[32], cost = 0;
+        for (int q = 0; q < 8; q++) {
+            for (int t = 0; t < warp; t++)
+                slot[t] = (t / per_row) * stride + swz(8 * (t % per_row) + q);
+            cost += conv2d_wavefronts(slot, warp, cp);
+        }
+        for (int t = 0; t < warp; t++)
+            slot[t] = 8 * (t / tw) * stride + swz(t % tw);
+        cost += 8 * conv2d_wavefronts(slot, warp, cp);
+        if (cost < best_cost) {
+            best = stride;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+/* Variant, tile layout and shared bytes of a launch of version 2 or 3; with
+ * 'full' also the header, weights and grid. False when the version cannot
+ * run it. */
+bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool full)
+{
+    const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    const int TW = p->tile_width, TH = p->tile_height;
+    if (C < 1 || C > 4 || K < 1 || K > CONV2D_MAX_MATRICES || mw < 1 || mh < 1 ||
+        mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
+        return false;
+    const int cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
+    const int CF = conv2d_cf_template(C, cf);
+    const int CP = C == 3 ? 4 : C;
+    float row[kMaxMask], column[kMaxMask];
+    bool have_factors = false, prescale = false;
+    if (version == 2) {
+        const bool host = p->host_weights != NULL;
+        const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
+        const bool ws = !host || K * mw * mh > kParamWeights;
+        if (ws && !p->weights)
+            return false;
+        pl->v = conv2d_find(2, C, CF, K, fixed ? mw : 0, ws);
+        if (TW < 8 || TH < 4 || TW % 8 || TH % 4)
+            return false;
+    } else if (version == 3) {
+        if (K != 1)
+            return false;
+        if (p->host_weights && conv2d_integer_factors(p->host_weights, mw, mh, row, column)) {
+            have_factors = true;
+        } else if (p->host_row_weights && p->host_column_weights) {
+            for (int x = 0; x < mw; x++)
+                row[x] = p->host_row_weights[x];
+            for (int y = 0; y < mh; y++)
+                column[y] = p->host_column_weights[y];
+            have_factors = true;
+        } else if (!p->row_weights || !p->column_weights) {
+            return false;
+        }
+        pl->v = conv2d_find(3, C, CF, 1, 0, !have_factors);
+        if (TW < 8 || TH < 8 || TW % 8 || TH % 8)
+            return false;
+    } else {
+        return false;
+    }
+    if (!pl->v)
+        return false;
+    const int P = pl->v->P, Q = pl->v->Q;
+    const int nx = TW / Q, ny = TH / P, threads = version == 2 ? nx * ny : TW * (TH / 8);
+    if (threads < 1 || threads > kMaxThreads)
+        return false;
+    pl->block = version == 2 ? dim3(nx, ny) : dim3(TW, TH / 8);
+
+    fast_header &h = pl->h;
+    memset(&h, 0, sizeof h);
+    const int L = TW + mw - 1, R = TH + mh - 1;
+    h.lq = (L + Q - 1) / Q;
+    if (version == 2) {
+        h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
+        pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
+                     (size_t)R * h.rs * CP * sizeof(float);
+    } else {
+        h.rs = conv2d_row_stride(Q * h.lq, TW / 8, 1, threads, CP);
+        h.hrs = conv2d_ring_stride(TW, threads, CP);
+        pl->shared = (pl->v->ws ? 64 * sizeof(float) : 0) +
+                     ((size_t)TH * h.rs + (size_t)R * h.hrs) * CP * sizeof(float);
+    }
+    if (!full)
+        return true;
+
+    h.src = p->src;
+    h.dst = p->dst;
+    h.wdev = p->weights;
+    h.rowdev = p->row_weights;
+    h.coldev = p->column_weights;
+    h.width = p->width;
+    h.height = p->height;
+    h.border = p->border;
+    h.mw = mw;
+    h.mh = mh;
+    h.cf = cf;
+    h.tw = TW;
+    h.th = TH;
+    h.flat = ((uintptr_t)p->src & 3) == 0;
+    h.vec = (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
+    {
+        const long long row_bytes = (long long)p->width * C, tail = (64 + row_bytes - 1) / row_bytes;
+        h.safe_rows = p->height - (int)(tail < p->height ? tail : p->height);
+    }
+    for (int k = 0; k < K; k++) {
+        h.scale[k] = p->scale[k];
+        h.offset[k] = p->offset[k];
+        h.inv[k] = 1.0f / p->scale[k];
+    }
+    switch (p->combine) {
+    case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
+    case GF_COMBINE_MAX:       h.comb = K > 1 ? COMB_MAX : COMB_SUM; break;
+    case GF_COMBINE_MIN:       h.comb = K > 1 ? COMB_MIN : COMB_SUM; break;
+    default:                   h.comb = COMB_SUM; break;
+    }
+
+    /* weights by value; a scale that is a power of two folded in (exact:
+     * every partial sum scales by the same power of two, far from
+     * underflow and overflow for weights between 2^-100 and 2^100) */
+    h.mode = MODE_DIV;
+    pl->nw = 0;
+    if (version == 2 && !pl->v->ws) {
+        const int taps = mw * mh;
+        prescale = true;
+        for (int k = 0; k < K; k++) {
+            prescale = prescale && conv2d_power_of_two(p->scale[k]);
+            for (int i = 0; i < taps && prescale; i++) {
+                const float w = p->host_weights[k * taps + i] * h.inv[k];
+                prescale = w == 0.0f || (fabsf(w) > 0x1p-100f && fabsf(w) < 0x1p100f);
+            }
+        }
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < taps; i++)
+                pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? h.inv[k] : 1.0f);
+        pl->nw = K * taps;
+    } else if (version == 3 && have_factors) {
+        prescale = conv2d_power_of_two(p->scale[0]);
+        for (int y = 0; y < mh && prescale; y++) {
+            const float c = column[y] * h.inv[0];
+            prescale = c == 0.0f || (fabsf(c) > 0x1p-100f && fabsf(c) < 0x1p100f);
+        }
+        for (int i = 0; i < 64; i++)
+            pl->w[i] = 0.0f;
+        for (int x = 0; x < mw; x++)
+            pl->w[x] = row[x];
+        for (int y = 0; y < mh; y++)
+            pl->w[32 + y] = column[y] * (prescale ? h.inv[0] : 1.0f);
+        pl->nw = 64;
+    }
+    if (prescale) {
+        bool offsets = false;
+        for (int k = 0; k < K; k++)
+            offsets = offsets || p->offset[k] != 0.0f;
+        h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
+    }
+
+    /* a block walks down ~256 rows, unless that leaves too few blocks */
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        sms = 132;
+    const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
+    long long steps = 256 / TH < 1 ? 1 : 256 / TH;
+    if (steps > tiles_y)
+        steps = tiles_y;
+    while (steps > 1 && grid_x * ((tiles_y + steps - 1) / steps) < 16LL * sms)
+        steps--;
+    if ((tiles_y + steps - 1) / steps > 65535)
+        steps = (tiles_y + 65534) / 65535;
+    h.steps = (int)steps;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)((tiles_y + steps - 1) / steps));
+    return true;
+}
+
+}  /* namespace */
+
 extern "C" const char *conv2d_version_name(int version)
 {
-    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled"};
+    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled", "blocked", "separable"};
     return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
 }
 
 extern "C" int conv2d_supports(int version, const conv2d_launch *p)
 {
-    return version >= 0 && version < CONV2D_VERSIONS && p->channels >= 1 && p->channels <= 4;
+    if (version == 0 || version == 1)
+        return p->channels >= 1 && p->channels <= 4;
+    conv2d_plan pl;
+    return conv2d_make_plan(version, p, &pl, false);
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
@@ -199,32 +1411,75 @@ extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
 {
     if (version == 0)
         return 0;
-    size_t tile = (size_t)(p->tile_width + p->mask_width - 1) *
-                  (size_t)(p->tile_height + p->mask_height - 1) * (size_t)p->channels;
-    return conv2d_weight_bytes(*p) + tile;
+    if (version == 1) {
+        size_t tile = (size_t)(p->tile_width + p->mask_width - 1) *
+                      (size_t)(p->tile_height + p->mask_height - 1) * (size_t)p->channels;
+        return conv2d_weight_bytes(*p) + tile;
+    }
+    conv2d_plan pl;
+    return conv2d_make_plan(version, p, &pl, false) ? pl.shared : 0;
+}
+
+extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
+{
+    if (version == 0 || version == 1)
+        return p->tile_width * p->tile_height;
+    conv2d_plan pl;
+    if (!conv2d_make_plan(version, p, &pl, false))
+        return 0;
+    return (int)(pl.block.x * pl.block.y);
 }
 
 extern "C" const void *conv2d_kernel_entry(int version, int channels)
 {
+    if (version == 2 || version == 3) {
+        const conv2d_variant *v = channels >= 1 && channels <= 4
+                                      ? conv2d_find(version, channels, channels, 1, 0, false)
+                                      : NULL;
+        return v ? v->entry : NULL;
+    }
     return (const void *)conv2d_entry_for(version, channels);
+}
+
+extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
+{
+    if (version == 2 || version == 3) {
+        conv2d_plan pl;
+        return conv2d_make_plan(version, p, &pl, false) ? pl.v->entry : NULL;
+    }
+    return (const void *)conv2d_entry_for(version, p->channels);
 }
 
 extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)
 {
+    if (version == 2 || version == 3) {
+        conv2d_plan pl;
+        if (!conv2d_make_plan(version, p, &pl, true))
+            return cudaErrorInvalidValue;
+        return pl.v->run(pl, stream);
+    }
     conv2d_entry entry = conv2d_entry_for(version, p->channels);
     if (!entry || p->mask_count < 1 || p->mask_count > CONV2D_MAX_MATRICES)
         return cudaErrorInvalidValue;
     const dim3 block(p->tile_width, p->tile_height);
     const dim3 grid((p->width + p->tile_width - 1) / p->tile_width,
                     (p->height + p->tile_height - 1) / p->tile_height);
-    const size_t shared = conv2d_shared_bytes(version, p);
-    if (shared > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute((const void *)entry,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)shared);
-        if (err != cudaSuccess)
-            return err;
+    return conv2d_start(entry, grid, block, conv2d_shared_bytes(version, p), stream, *p);
+}
+
+extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y)
+{
+    *x = *y = 0;
+    if (version == 2 || version == 3) {
+        conv2d_plan pl;
+        if (conv2d_make_plan(version, p, &pl, true)) {
+            *x = pl.grid.x;
+            *y = pl.grid.y;
+        }
+        return;
     }
-    entry<<<grid, block, shared, stream>>>(*p);
-    return cudaGetLastError();
+    if (p->tile_width > 0 && p->tile_height > 0) {
+        *x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
+        *y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
+    }
 }

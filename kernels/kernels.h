@@ -13,7 +13,9 @@
 extern "C" {
 #endif
 
-#define CONV2D_VERSIONS 2     /* 0 naive global memory, 1 shared-memory tiled with halo */
+/* ---- conv2d.cu ------------------------------------------------------------- */
+
+#define CONV2D_VERSIONS 4  /* 0 naive, 1 tiled, 2 blocked, 3 separable (see conv2d.cu) */
 
 /* One convolution: every matrix of the mask over every channel. */
 typedef struct {
@@ -29,26 +31,64 @@ typedef struct {
     const float *weights;      /* device, mask_count * mask_width * mask_height, row-major */
     float scale[4];
     float offset[4];
-    int tile_width, tile_height;  /* block shape: one thread per output pixel */
+    /* The tile, in output pixels:
+     *   versions 0, 1: the block shape, one thread per output pixel.
+     *   version 2: the output pixels one block computes per step (a block
+     *     walks down a column of such tiles). Each thread computes P x Q
+     *     pixels (P rows, Q columns; P and Q depend on the mask, see
+     *     conv2d_block_threads): tile_width must be a multiple of 8, and
+     *     tile_height a multiple of 4; at most 256 threads per block.
+     *   version 3: the same, with P = Q = 8: tile_width and tile_height
+     *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
+     * conv2d_supports() returns 0 for a tile the version cannot run. */
+    int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
     const float *row_weights;     /* device, mask_width floats */
     const float *column_weights;  /* device, mask_height floats */
     void *scratch;                /* device, conv2d_scratch_bytes(); NULL if that is 0 */
+    /* Optional host copies of the weights (same layouts as the device arrays
+     * above; NULL when absent), read by the launcher of versions 2 and 3 only,
+     * never kept after conv2d_gpu() returns. With them the weights travel by
+     * value in the kernel parameters (the constant bank: free FFMA operands),
+     * scales that are powers of two are folded into the weights, and version 3
+     * derives integer factors from integer 2-D weights (exact sums, so its
+     * output equals version 1's). Without them versions 2 and 3 read the
+     * device arrays into shared memory: correct, but slower. */
+    const float *host_weights;         /* mask_count * mask_width * mask_height */
+    const float *host_row_weights;     /* mask_width */
+    const float *host_column_weights;  /* mask_height */
 } conv2d_launch;
 
-/* Short name of a version ("naive", "tiled", ...), NULL past the ladder. */
+/* Short name of a version ("naive", "tiled", "blocked", "separable"), NULL
+ * past the ladder. */
 const char *conv2d_version_name(int version);
-/* Whether a version can run this launch (a separable version needs a
- * separable mask, say): 1 or 0. */
+/* Whether a version can run this launch: 1 or 0. Version 2 needs a tile it
+ * can use (see tile_width above) and the weights (device, or host copies);
+ * version 3 also needs mask_count == 1 and the factors (row_weights and
+ * column_weights, or their host copies, or integer host_weights it can
+ * factor itself). */
 int conv2d_supports(int version, const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
- * two-pass version), 0 for none. */
+ * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
-/* Dynamic shared memory a launch of this version needs (0 for naive). */
+/* Dynamic shared memory a launch of this version needs (0 for naive): exact,
+ * for tile_width x tile_height and this mask and channel count. */
 size_t conv2d_shared_bytes(int version, const conv2d_launch *p);
-/* The __global__ function a launch would use, for the occupancy API. */
+/* Threads per block of a launch of this version with this tile:
+ * tile_width * tile_height for versions 0 and 1, (tile_width / Q) *
+ * (tile_height / P) for version 2, tile_width * tile_height / 8 for version
+ * 3; 0 when conv2d_supports() is 0. */
+int conv2d_block_threads(int version, const conv2d_launch *p);
+/* The __global__ function a launch would use, for the occupancy API. Version
+ * 2 and 3 have one instantiation per mask size class, matrix count and
+ * channel layout: conv2d_kernel_for() names the one this launch runs;
+ * conv2d_kernel_entry() the generic one for 'channels' (all channels
+ * filtered, one matrix, weights as parameters). */
 const void *conv2d_kernel_entry(int version, int channels);
+const void *conv2d_kernel_for(int version, const conv2d_launch *p);
+/* The grid a launch of this version uses (0 x 0 when it cannot run). */
+void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y);
 /* Launch version 0..CONV2D_VERSIONS-1. */
 cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream);
 

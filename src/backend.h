@@ -16,7 +16,13 @@
 typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA } gf_backend_kind;
 
 /* Kernel versions on the conv2d ladder (kernels/conv2d.cu). */
-typedef enum { GF_CONV_NAIVE = 0, GF_CONV_TILED = 1 } gf_conv_version;
+typedef enum {
+    GF_CONV_NAIVE = 0,
+    GF_CONV_TILED = 1,
+    GF_CONV_BLOCKED = 2,
+    GF_CONV_SEPARABLE = 3,
+    GF_CONV_AUTO = 4,   /* separable masks: SEPARABLE, others: BLOCKED */
+} gf_conv_version;
 
 typedef struct {
     int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
@@ -65,6 +71,13 @@ gf_backend *gf_backend_cpu_new(const gf_backend_options *options);
 /* NULL with an error when no usable GPU is present. */
 gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 
+/* --tile sweep: upload img to a CUDA backend, then time one convolution
+ * with mask for every candidate tile and print one row each to out (a table,
+ * or CSV): threads, warps, theoretical occupancy, shared bytes, ms, Gpx/s
+ * and % of the device copy bandwidth, the automatic choice marked, tiles
+ * that cannot launch listed with the reason. 0, or -1 on a device failure. */
+int gf_cuda_tile_sweep(gf_backend *cuda, const gf_image *img, const gf_mask *mask,
+                       gf_border border, int channels_filtered, int csv, FILE *out);
 /* The number of CUDA devices, or -1 with an error when none is usable. */
 int gf_cuda_device_count(void);
 /* Print one line per CUDA device; the count, or -1 with an error when none is usable. */

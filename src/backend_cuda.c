@@ -42,6 +42,10 @@ typedef struct {
     int current;
     size_t buffer_bytes;
     float *weights;             /* GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS */
+    float *factors;             /* a separable mask's row, then its column */
+    /* host copies of the current mask, passed by value to versions 2 and 3 */
+    float host_weights[GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS];
+    float host_factors[2 * GF_MASK_MAX_SIZE];
     /* tone scratch: histograms, their CDFs, LUTs and a reduction, all on
      * the device; only statistics are ever copied back */
     unsigned long long *hist, *cdf;   /* 4 * GF_BINS each */
@@ -84,9 +88,9 @@ typedef struct {
 static int occupancy_of(const cuda_backend *b, int version, const conv2d_launch *p,
                         occupancy_info *info)
 {
-    int threads = p->tile_width * p->tile_height;
+    int threads = conv2d_block_threads(version, p);
     size_t shared = conv2d_shared_bytes(version, p);
-    const void *entry = conv2d_kernel_entry(version, p->channels);
+    const void *entry = conv2d_kernel_for(version, p);
     if (shared > 48 * 1024)
         CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)shared), "raising the shared-memory limit");
@@ -104,7 +108,14 @@ static int occupancy_of(const cuda_backend *b, int version, const conv2d_launch 
 static int tile_fits(const cuda_backend *b, int version, const conv2d_launch *p)
 {
     const struct cudaDeviceProp *d = &b->prop;
-    long threads = (long)p->tile_width * p->tile_height;
+    long threads = version <= GF_CONV_TILED ? (long)p->tile_width * p->tile_height
+                                            : conv2d_block_threads(version, p);
+    if (version > GF_CONV_TILED && !conv2d_supports(version, p)) {
+        gf_set_error("tile %dx%d does not suit the %s kernel with a %dx%d mask (see --tile "
+                     "sweep for the tiles it runs)", p->tile_width, p->tile_height,
+                     conv2d_version_name(version), p->mask_width, p->mask_height);
+        return -2;
+    }
     if (threads > d->maxThreadsPerBlock || p->tile_width > d->maxThreadsDim[0] ||
         p->tile_height > d->maxThreadsDim[1]) {
         gf_set_error("tile %dx%d cannot launch on %s: %ld threads; the limit is %d per block "
@@ -134,16 +145,18 @@ static double halo_overhead(const conv2d_launch *p)
  * of 16 so that a row of the tile is read with coalesced accesses. */
 static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
 {
-    static const int widths[] = {16, 32, 64, 128, 256};
+    static const int widths[] = {8, 16, 32, 64, 128, 256};
     static const int heights[] = {1, 2, 4, 8, 16, 32, 64};
     double best_occupancy = -1.0, best_overhead = 0.0;
-    int best_w = 32, best_h = 8;
+    int best_w = 0, best_h = 0;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         for (size_t j = 0; j < sizeof heights / sizeof heights[0]; j++) {
             conv2d_launch c = *p;
             c.tile_width = widths[i];
             c.tile_height = heights[j];
-            int threads = c.tile_width * c.tile_height;
+            if (version > GF_CONV_TILED && !conv2d_supports(version, &c))
+                continue;
+            int threads = conv2d_block_threads(version, &c);
             if (threads < 64 || tile_fits(b, version, &c) < 0)
                 continue;
             occupancy_info info;
@@ -155,7 +168,8 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
             int better = info.occupancy > best_occupancy + 1e-9 ||
                          (fabs(info.occupancy - best_occupancy) <= 1e-9 &&
                           (overhead < best_overhead - 1e-9 ||
-                           (fabs(overhead - best_overhead) <= 1e-9 && threads > best_w * best_h)));
+                           (fabs(overhead - best_overhead) <= 1e-9 &&
+                            c.tile_width * c.tile_height > best_w * best_h)));
             if (better) {
                 best_occupancy = info.occupancy;
                 best_overhead = overhead;
@@ -163,6 +177,11 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
                 best_h = c.tile_height;
             }
         }
+    if (best_w == 0) {
+        gf_set_error("no tile of the %s kernel fits a %dx%d mask on %s",
+                     conv2d_version_name(version), p->mask_width, p->mask_height, b->prop.name);
+        return -2;
+    }
     p->tile_width = best_w;
     p->tile_height = best_h;
     return 0;
@@ -355,19 +374,52 @@ static int ensure_second_host_buffer(cuda_backend *b)
 static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p)
 {
     const int taps = mask->width * mask->height;
-    float host[GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS];
+    float *host = b->host_weights;
     for (int k = 0; k < mask->count; k++) {
         for (int i = 0; i < taps; i++)
             host[k * taps + i] = (float)mask->weights[k][i];
         p->scale[k] = (float)mask->scale[k];
         p->offset[k] = (float)mask->offset[k];
     }
-    CUDA_CHECK(copy_to_device(b, b->weights, host, (size_t)mask->count * taps * sizeof(float)), "uploading the mask");
+    CUDA_CHECK(copy_to_device(b, b->weights, host, (size_t)mask->count * taps * sizeof(float)),
+               "uploading the mask");
     p->weights = b->weights;
+    p->host_weights = host;
+    if (mask->separable && mask->count == 1) {
+        float *row = b->host_factors, *column = b->host_factors + mask->width;
+        for (int x = 0; x < mask->width; x++)
+            row[x] = (float)mask->row[x];
+        for (int y = 0; y < mask->height; y++)
+            column[y] = (float)mask->column[y];
+        CUDA_CHECK(copy_to_device(b, b->factors, b->host_factors,
+                                  (size_t)(mask->width + mask->height) * sizeof(float)),
+                   "uploading the mask");
+        p->row_weights = b->factors;
+        p->column_weights = b->factors + mask->width;
+        p->host_row_weights = row;
+        p->host_column_weights = column;
+    }
     return 0;
 }
 
-static const char *const version_names[CONV2D_VERSIONS] = {"naive", "tiled"};
+/* The kernel version for a launch: the one asked for, or by default the
+ * separable one for masks that factor, else the register-blocked one (the
+ * tiled one where neither runs). */
+static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)
+{
+    if (b->options.conv_version != GF_CONV_AUTO)
+        return b->options.conv_version;
+    /* with --tile, a version that runs that tile (the tiled one runs any) */
+    conv2d_launch probe = *p;
+    if (probe.tile_width == 0)
+        probe.tile_width = probe.tile_height = 32;
+    if (mask->separable && mask->count == 1 && conv2d_supports(GF_CONV_SEPARABLE, &probe))
+        return GF_CONV_SEPARABLE;
+    if (conv2d_supports(GF_CONV_BLOCKED, &probe))
+        return GF_CONV_BLOCKED;
+    return GF_CONV_TILED;
+}
+
 
 static void report_launch(const cuda_backend *b, int version, const conv2d_launch *p,
                           const gf_mask *mask, float ms)
@@ -375,15 +427,16 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
     occupancy_info info = {0, 0.0};
     if (occupancy_of(b, version, p, &info) < 0)
         return;
-    unsigned grid_x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
-    unsigned grid_y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
+    unsigned grid_x, grid_y;
+    conv2d_grid(version, p, &grid_x, &grid_y);
     double pixels = (double)p->width * p->height;
     fprintf(b->options.log,
             "gpufilter: conv2d %s %s %dx%d on %dx%dx%d: tile %dx%d, block %d threads, "
             "grid %ux%u, occupancy %.0f%% (%d blocks/SM), shared %zu B, %.3f ms (%.1f Gpx/s) on %s "
             "(device %d)\n",
-            version_names[version], mask->name, mask->width, mask->height, p->width, p->height,
-            p->channels, p->tile_width, p->tile_height, p->tile_width * p->tile_height, grid_x,
+            conv2d_version_name(version), mask->name, mask->width, mask->height, p->width,
+            p->height, p->channels, p->tile_width, p->tile_height,
+            conv2d_block_threads(version, p), grid_x,
             grid_y, 100.0 * info.occupancy, info.blocks_per_sm, conv2d_shared_bytes(version, p),
             ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name, b->options.device);
 }
@@ -391,7 +444,7 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
 /* Weights uploaded and the tile chosen (or checked) for a convolution of
  * an image of the backend's width and channels. */
 static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
-                            int channels_filtered, conv2d_launch *p)
+                            int channels_filtered, conv2d_launch *p, int *version)
 {
     *p = (conv2d_launch){
         .width = b->width,
@@ -406,17 +459,21 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
         .tile_width = b->options.tile_width,
         .tile_height = b->options.tile_height,
     };
-    const int version = b->options.conv_version;
     if (upload_weights(b, mask, p) < 0)
         return -1;
+    *version = pick_version(b, mask, p);
+    if (*version == GF_CONV_SEPARABLE && !(mask->separable && mask->count == 1)) {
+        gf_set_error("mask %s does not factor as a column times a row; --kernel separable needs "
+                     "one that does (gaussian, box)", mask->name);
+        return -2;
+    }
     if (p->tile_width == 0)
-        return choose_tile(b, version, p);
-    return tile_fits(b, version, p);
+        return choose_tile(b, *version, p);
+    return tile_fits(b, *version, p);
 }
 
-static int launch_convolve(cuda_backend *b, const gf_mask *mask, conv2d_launch *p)
+static int launch_convolve(cuda_backend *b, int version, const gf_mask *mask, conv2d_launch *p)
 {
-    const int version = b->options.conv_version;
     conv2d_launch launch = *p;
     if (b->fault == FAULT_LAUNCH)
         launch.tile_width = 2 * b->prop.maxThreadsPerBlock;  /* over the limit: the launch fails */
@@ -435,7 +492,7 @@ static int launch_convolve(cuda_backend *b, const gf_mask *mask, conv2d_launch *
 
 /* A convolution in strips: each band of output rows is computed from a
  * device copy of its input rows plus the halo, mapped through the border. */
-static int convolve_strips(cuda_backend *b, const gf_mask *mask, conv2d_launch *p)
+static int convolve_strips(cuda_backend *b, int version, const gf_mask *mask, conv2d_launch *p)
 {
     const int halo = mask->height - 1, above = mask->height / 2;
     if (b->strip_rows < (size_t)mask->height) {
@@ -457,7 +514,7 @@ static int convolve_strips(cuda_backend *b, const gf_mask *mask, conv2d_launch *
         p->src = b->buffer[0];
         p->dst = b->buffer[1];
         p->height = rows + halo;
-        if (launch_convolve(b, mask, p) < 0)
+        if (launch_convolve(b, version, mask, p) < 0)
             return -1;
         CUDA_CHECK(copy_to_host(b, out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
                               (size_t)rows * line), "downloading a strip");
@@ -471,14 +528,15 @@ static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border
 {
     cuda_backend *b = (cuda_backend *)self;
     conv2d_launch p;
-    int status = prepare_convolve(b, mask, border, channels_filtered, &p);
+    int version;
+    int status = prepare_convolve(b, mask, border, channels_filtered, &p, &version);
     if (status < 0)
         return status;
     if (b->strips)
-        return convolve_strips(b, mask, &p);
+        return convolve_strips(b, version, mask, &p);
     p.src = b->buffer[b->current];
     p.dst = b->buffer[1 - b->current];
-    if (launch_convolve(b, mask, &p) < 0)
+    if (launch_convolve(b, version, mask, &p) < 0)
         return -1;
     b->current = 1 - b->current;
     return 0;
@@ -684,6 +742,7 @@ static void cuda_destroy(gf_backend *self)
     cudaFree(b->buffer[0]);
     cudaFree(b->buffer[1]);
     cudaFree(b->weights);
+    cudaFree(b->factors);
     cudaFree(b->hist);
     cudaFree(b->cdf);
     cudaFree(b->lut);
@@ -732,6 +791,8 @@ static int cuda_open(cuda_backend *b)
     CUDA_CHECK(cudaGetDeviceProperties(&b->prop, b->options.device), "reading device properties");
     CUDA_CHECK(cudaMalloc((void **)&b->weights,
                           GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS * sizeof(float)),
+               "allocating the mask buffer");
+    CUDA_CHECK(cudaMalloc((void **)&b->factors, 2 * GF_MASK_MAX_SIZE * sizeof(float)),
                "allocating the mask buffer");
     CUDA_CHECK(cudaMalloc((void **)&b->hist, 4 * GF_BINS * sizeof *b->hist), "allocating histograms");
     CUDA_CHECK(cudaMalloc((void **)&b->cdf, 4 * GF_BINS * sizeof *b->cdf), "allocating histograms");
@@ -797,4 +858,153 @@ int gf_cuda_list_devices(FILE *out)
                 (double)d.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), d.sharedMemPerBlockOptin / 1024);
     }
     return count;
+}
+
+/* ---- --tile sweep ------------------------------------------------------------ */
+
+#define SWEEP_REPS 20
+
+static const char *const border_names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
+
+static int compare_floats(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of SWEEP_REPS timed runs of 'what' after two warm-up runs. */
+typedef cudaError_t (*timed_work)(cuda_backend *b, const void *arg);
+
+static int time_median(cuda_backend *b, timed_work what, const void *arg, float *median)
+{
+    float ms[SWEEP_REPS];
+    for (int i = -2; i < SWEEP_REPS; i++) {
+        CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
+        CUDA_CHECK(what(b, arg), "running the timed work");
+        CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "recording an event");
+        CUDA_CHECK(cudaEventSynchronize(b->stop), "running the timed work");
+        if (i >= 0)
+            CUDA_CHECK(cudaEventElapsedTime(&ms[i], b->start, b->stop), "reading an event");
+    }
+    qsort(ms, SWEEP_REPS, sizeof ms[0], compare_floats);
+    *median = ms[SWEEP_REPS / 2];
+    return 0;
+}
+
+static cudaError_t copy_image(cuda_backend *b, const void *arg)
+{
+    (void)arg;
+    return cudaMemcpyAsync(b->buffer[1], b->buffer[0], (size_t)b->height * row_bytes(b),
+                           cudaMemcpyDeviceToDevice, b->stream);
+}
+
+typedef struct {
+    int version;
+    const conv2d_launch *launch;
+} sweep_launch;
+
+static cudaError_t launch_once(cuda_backend *b, const void *arg)
+{
+    const sweep_launch *s = arg;
+    return conv2d_gpu(s->version, s->launch, b->stream);
+}
+
+int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mask,
+                       gf_border border, int channels_filtered, int csv, FILE *out)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    b->options.tile_width = b->options.tile_height = 0;  /* the automatic choice first */
+    if (cuda_upload(self, img) < 0)
+        return -1;
+    if (b->strips) {
+        gf_set_error("--tile sweep needs the whole image in GPU memory; it is over the budget");
+        return -1;
+    }
+    conv2d_launch base;
+    int version;
+    int status = prepare_convolve(b, mask, border, channels_filtered, &base, &version);
+    if (status < 0)
+        return status;
+    base.src = b->buffer[0];
+    base.dst = b->buffer[1];
+    const double bytes = 2.0 * (double)b->height * (double)row_bytes(b);  /* read + write */
+    const double pixels = (double)b->width * (double)b->height;
+    float copy_ms;
+    if (time_median(b, copy_image, NULL, &copy_ms) < 0)
+        return -1;
+    const double copy_gbs = bytes / (copy_ms * 1e6);
+    if (csv)
+        fprintf(out, "tile_width,tile_height,threads,warps,blocks_per_sm,occupancy,shared_bytes,"
+                     "ms,gpx_per_s,gb_per_s,roofline_percent,auto,note\n");
+    else
+        fprintf(out, "conv2d %s, %s %dx%d on %dx%dx%d, %s border, %s; device copy %.3f ms "
+                     "(%.0f GB/s), median of %d runs\n"
+                     "%-9s %7s %5s %9s %9s %9s %8s %8s %9s\n",
+                conv2d_version_name(version), mask->name, mask->width, mask->height, b->width,
+                b->height, b->channels, border_names[border], b->prop.name, copy_ms, copy_gbs,
+                SWEEP_REPS, "tile", "threads", "warps", "occupancy", "shared B", "ms", "Gpx/s",
+                "GB/s", "roofline");
+    static const int widths[] = {8, 16, 32, 64, 128, 256, 512};
+    static const int heights[] = {1, 2, 4, 8, 16, 32, 64};
+    float best_ms = 0.0f, auto_ms = 0.0f;
+    int best_w = 0, best_h = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (size_t j = 0; j < sizeof heights / sizeof heights[0]; j++) {
+            conv2d_launch c = base;
+            c.tile_width = widths[i];
+            c.tile_height = heights[j];
+            const int is_auto = c.tile_width == base.tile_width && c.tile_height == base.tile_height;
+            const int threads = conv2d_block_threads(version, &c);
+            const char *why = NULL;
+            occupancy_info info = {0, 0.0};
+            if (!conv2d_supports(version, &c)) {
+                if (widths[i] * heights[j] < 64 || widths[i] * heights[j] > 8192)
+                    continue;  /* far outside what this version runs: not a candidate */
+                why = "cannot launch: not a tile shape this kernel version runs";
+            } else if (threads < 32) {
+                continue;
+            } else if (tile_fits(b, version, &c) < 0) {
+                why = gf_error() + strlen("gpufilter: ");
+            } else if (occupancy_of(b, version, &c, &info) < 0) {
+                return -1;
+            } else if (info.blocks_per_sm == 0) {
+                why = "cannot launch: no block fits on a multiprocessor";
+            }
+            if (why) {
+                if (csv)
+                    fprintf(out, "%d,%d,%d,,,,,,,,,%d,\"%s\"\n", c.tile_width, c.tile_height,
+                            threads, is_auto, why);
+                else
+                    fprintf(out, "%4dx%-4d %7d  %s\n", c.tile_width, c.tile_height, threads, why);
+                continue;
+            }
+            float ms;
+            sweep_launch s = {version, &c};
+            if (time_median(b, launch_once, &s, &ms) < 0)
+                return -1;
+            if (best_ms == 0.0f || ms < best_ms) {
+                best_ms = ms;
+                best_w = c.tile_width;
+                best_h = c.tile_height;
+            }
+            if (is_auto)
+                auto_ms = ms;
+            const double gbs = bytes / (ms * 1e6);
+            const size_t shared = conv2d_shared_bytes(version, &c);
+            if (csv)
+                fprintf(out, "%d,%d,%d,%d,%d,%.4f,%zu,%.4f,%.2f,%.1f,%.1f,%d,\n", c.tile_width,
+                        c.tile_height, threads, (threads + 31) / 32, info.blocks_per_sm,
+                        info.occupancy, shared, ms, pixels / (ms * 1e6), gbs,
+                        100.0 * gbs / copy_gbs, is_auto);
+            else
+                fprintf(out, "%4dx%-4d %7d %5d %8.0f%% %9zu %9.3f %8.1f %8.0f %8.1f%%%s\n",
+                        c.tile_width, c.tile_height, threads, (threads + 31) / 32,
+                        100.0 * info.occupancy, shared, ms, pixels / (ms * 1e6), gbs,
+                        100.0 * gbs / copy_gbs, is_auto ? "  <- auto" : "");
+        }
+    if (!csv && best_ms > 0.0f)
+        fprintf(out, "auto %dx%d: %.3f ms; best %dx%d: %.3f ms; auto is %.1f%% slower than the best\n",
+                base.tile_width, base.tile_height, auto_ms, best_w, best_h, best_ms,
+                auto_ms > 0.0f ? 100.0 * (auto_ms - best_ms) / best_ms : 0.0);
+    return 0;
 }

@@ -66,6 +66,33 @@ static int run(const gf_job *j)
     return status;
 }
 
+/* --tile sweep: the occupancy experiment on one image. */
+static int run_sweep(const gf_job *j)
+{
+    gf_backend_options options = j->backend_options;
+    options.log = NULL;
+    gf_backend *backend = gf_backend_cuda_new(&options);
+    if (!backend) {
+        fprintf(stderr, "%s\n", gf_error());
+        return GF_EXIT_FILE;
+    }
+    int status = GF_EXIT_FILE;
+    gf_image *img = gf_image_load(j->input);
+    if (img) {
+        const int filtered = gf_pipeline_channels_filtered(&j->pipeline, img->channels);
+        int sweep = gf_cuda_tile_sweep(backend, img, j->pipeline.ops[0].mask, j->pipeline.border,
+                                       filtered, j->csv, stdout);
+        status = sweep == 0 ? EXIT_SUCCESS : sweep == -2 ? GF_EXIT_USAGE : GF_EXIT_FILE;
+        if (sweep == -1)
+            gf_error_name_file(j->input);
+    }
+    if (status != EXIT_SUCCESS)
+        fprintf(stderr, "%s\n", gf_error());
+    gf_image_free(img);
+    backend->destroy(backend);
+    return status;
+}
+
 /* The CUDA devices a batch uses: --devices all or LIST, else --device. */
 static int batch_devices(const gf_job *j, int *devices)
 {
@@ -149,7 +176,7 @@ int main(int argc, char **argv)
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         signal(SIGHUP, on_signal);
-        status = j.batch ? run_batch(&j) : run(&j);
+        status = j.tile_sweep ? run_sweep(&j) : j.batch ? run_batch(&j) : run(&j);
     }
     gf_job_free(&j);
     return status;

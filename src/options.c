@@ -36,6 +36,7 @@ enum {
     OPT_PNG_LEVEL,
     OPT_GPU_MEMORY,
     OPT_DEVICES,
+    OPT_CSV,
 };
 
 void gf_job_init(gf_job *j)
@@ -43,7 +44,7 @@ void gf_job_init(gf_job *j)
     memset(j, 0, sizeof *j);
     gf_image_set_png_level(GF_DEFAULT_PNG_LEVEL);
     j->quality = 92;
-    j->backend_options.conv_version = GF_CONV_TILED;
+    j->backend_options.conv_version = GF_CONV_AUTO;
 }
 
 void gf_job_free(gf_job *j)
@@ -56,6 +57,7 @@ static void usage(FILE *out)
     fprintf(out,
 "Usage: gpufilter [OPTION]... INPUT OUTPUT\n"
 "       gpufilter [OPTION]... --stats[=FORMAT] INPUT [OUTPUT]\n"
+"       gpufilter --tile sweep [--csv] -m MASK INPUT\n"
 "       gpufilter [OPTION]... -o DIR [--files-from FILE] [INPUT]...\n"
 "Filter an image with convolution masks and tone operations, on the GPU when\n"
 "there is one. INPUT and OUTPUT may be '-' for standard input and output.\n"
@@ -91,7 +93,13 @@ static void usage(FILE *out)
 "      --devices all|LIST spread a batch over these CUDA devices, e.g. 0,2\n"
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API)\n"
-"      --kernel VERSION   CUDA conv2d version: tiled (default) or naive\n"
+"      --tile sweep       time the (one) -m MASK on INPUT with every candidate\n"
+"                         tile: threads, occupancy, shared memory, ms, Gpx/s,\n"
+"                         %% of the copy bandwidth; the auto choice is marked.\n"
+"                         --csv prints it as CSV\n"
+"      --kernel VERSION   CUDA conv2d version: auto (default: separable for masks\n"
+"                         that factor, else blocked), blocked, separable, tiled,\n"
+"                         naive\n"
 "      --gpu-memory SIZE  GPU memory the image buffers may use, e.g. 512M\n"
 "                         (default: what the device has free). A larger image\n"
 "                         is processed in horizontal strips\n"
@@ -256,6 +264,9 @@ static int parse_devices(const char *s, gf_job *j)
     return j->device_count > 0 && !strstr(s, ",,") ? 0 : -1;
 }
 
+/* Versions 2 and 3 compute up to 16 pixels per thread, 256 threads a block. */
+#define GF_TILE_MAX_PIXELS 4096
+
 /* A positive size in bytes with an optional K, M or G suffix (powers of 1024). */
 static int parse_bytes(const char *s, size_t *out)
 {
@@ -277,6 +288,19 @@ static int parse_bytes(const char *s, size_t *out)
         return -1;
     *out = (size_t)v << shift;
     return 0;
+}
+
+/* --tile sweep -m MASK INPUT: one image, one mask, the CUDA backend. */
+static int check_sweep(gf_job *j, char **paths, int count)
+{
+    if (j->batch || count != 1)
+        return usage_error("%s", "--tile sweep takes one INPUT image and no OUTPUT");
+    if (j->pipeline.count != 1 || j->pipeline.ops[0].kind != GF_OP_CONVOLVE)
+        return usage_error("%s", "--tile sweep needs exactly one -m MASK (and no tone operation)");
+    if (j->backend == GF_BACKEND_CPU)
+        return usage_error("%s", "--tile sweep measures CUDA launches; it needs --backend cuda or auto");
+    j->input = paths[0];
+    return -1;
 }
 
 /* Returns -1 to go on, or the exit status when the options end the program. */
@@ -311,9 +335,11 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"png-level", required_argument, NULL, OPT_PNG_LEVEL},
         {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
         {"devices", required_argument, NULL, OPT_DEVICES},
+        {"csv", no_argument, NULL, OPT_CSV},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
+    const char *tile_text = NULL;
     int c;
     while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
         switch (c) {
@@ -355,21 +381,37 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             else
                 return usage_error("unknown backend '%s' (auto, cuda, cpu)", optarg);
             break;
+        case OPT_CSV:
+            j->csv = 1;
+            break;
         case OPT_TILE:
+            j->tile_sweep = strcmp(optarg, "sweep") == 0;
+            if (j->tile_sweep)
+                break;
             if (parse_tile(optarg, &j->backend_options.tile_width, &j->backend_options.tile_height) < 0)
                 return usage_error("tile '%s' is not WxH with positive whole numbers, or auto", optarg);
-            /* CUDA's limit on every device so far; the device's own limits
-             * (shared memory) are checked when the tile is launched */
-            if (j->backend_options.tile_width * j->backend_options.tile_height > 1024)
-                return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit", optarg);
+            /* the limits of every device and kernel version (checked again
+             * below for the version chosen); the device's own limits (shared
+             * memory) are checked when the tile is launched */
+            if (j->backend_options.tile_width * j->backend_options.tile_height > GF_TILE_MAX_PIXELS)
+                return usage_error("tile %s cannot launch: over 4096 output pixels per block, "
+                                   "the largest any kernel version takes", optarg);
+            tile_text = optarg;
             break;
         case OPT_KERNEL:
-            if (strcmp(optarg, "naive") == 0)
+            if (strcmp(optarg, "auto") == 0)
+                j->backend_options.conv_version = GF_CONV_AUTO;
+            else if (strcmp(optarg, "naive") == 0)
                 j->backend_options.conv_version = GF_CONV_NAIVE;
             else if (strcmp(optarg, "tiled") == 0)
                 j->backend_options.conv_version = GF_CONV_TILED;
+            else if (strcmp(optarg, "blocked") == 0)
+                j->backend_options.conv_version = GF_CONV_BLOCKED;
+            else if (strcmp(optarg, "separable") == 0)
+                j->backend_options.conv_version = GF_CONV_SEPARABLE;
             else
-                return usage_error("unknown kernel version '%s' (tiled, naive)", optarg);
+                return usage_error("unknown kernel version '%s' (auto, blocked, separable, tiled, "
+                                   "naive)", optarg);
             break;
         case OPT_DEVICE:
             if (parse_int(optarg, 0, 1023, &j->backend_options.device) < 0)
@@ -482,6 +524,15 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         }
     }
     const int paths = argc - optind;
+    const gf_conv_version version = j->backend_options.conv_version;
+    if (tile_text && (version == GF_CONV_NAIVE || version == GF_CONV_TILED) &&
+        j->backend_options.tile_width * j->backend_options.tile_height > 1024)
+        return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit "
+                           "(the naive and tiled kernels run one thread per pixel)", tile_text);
+    if (j->csv && !j->tile_sweep)
+        return usage_error("%s", "--csv goes with --tile sweep");
+    if (j->tile_sweep)
+        return check_sweep(j, argv + optind, paths);
     if (j->batch)
         return check_batch(j, argv + optind, paths);
     if (j->suffix || j->shard_count)

@@ -31,6 +31,7 @@ typedef struct {
     int devices[GF_MAX_DEVICES];
     int device_count, all_devices;
     int quiet;
+    int tile_sweep, csv;         /* --tile sweep [--csv]: the occupancy experiment */
 } gf_job;
 
 /* Defaults for a job before its options are parsed. */

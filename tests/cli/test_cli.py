@@ -25,7 +25,8 @@ HELP_OPTIONS = ["-m", "--mask", "-b", "--border", "--backend", "--tile", "--kern
                 "-f", "--format", "-q", "--quality", "--filter-alpha", "-v", "--verbose",
                 "--list-masks", "--list-devices", "-h", "--help", "-V", "--version"]
 HELP_VALUES = ["nearest", "constant", "reflect", "mirror", "wrap", "auto", "cuda", "cpu",
-               "naive", "tiled", "png", "jpg", "bmp", "tga"]
+               "naive", "tiled", "blocked", "separable", "sweep", "--csv", "--gpu-memory",
+               "--devices", "png", "jpg", "bmp", "tga"]
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -280,8 +281,8 @@ def setup_case(case, tmp_path, rng):
     return args, rc, tokens, out, stdin
 
 
-BAD_OPTIONS = ["--border=foo", "-b=", "--tile=0x8", "--tile=abc", "--tile=2048x1",
-               "--tile=32x", "--tile=x8", "--tile=-4x8", "--tile=33x32", "--quality=0",
+BAD_OPTIONS = ["--border=foo", "-b=", "--tile=0x8", "--tile=abc", "--tile=8192x1",
+               "--tile=32x", "--tile=x8", "--tile=-4x8", "--tile=65x64", "--quality=0",
                "--quality=101", "-q=abc", "--quality=9.5", "--backend=gpu", "--format=gif",
                "-f=webp", "--kernel=fast", "--gpu-memory=0", "--gpu-memory=12Q",
                "--gpu-memory=-1M", "--gpu-memory=99999999999999999999", "--devices=",
@@ -329,12 +330,18 @@ def test_error(gf, rng, tmp_path, case, existing):
         assert not out.exists(), "an output file was created"
 
 
-def test_tile_limit_message(gf, rng, tmp_path):
-    """--tile 2048x1: over 1024 threads is refused as bad usage on any backend."""
+@pytest.mark.parametrize("tile,kernel,limit", [("2048x1", "tiled", "1024 threads"),
+                                               ("32x33", "naive", "1024 threads"),
+                                               ("8192x1", "auto", "4096 output pixels")])
+def test_tile_limit_message(gf, rng, tmp_path, tile, kernel, limit):
+    """A tile over the limit of the kernel version (one thread per pixel for
+    naive and tiled; 4096 pixels of 256 threads for the others) is refused
+    as bad usage on any backend, whatever the order of the options."""
     src = write_png(tmp_path / "in.png", random_image(rng, 8, 8, 1))
-    r = gf.run("--backend", gf.backend, "--tile", "2048x1", "-m", "box3", src, tmp_path / "o.png")
-    check_error(r, 2, ["2048x1"])
-    assert not (tmp_path / "o.png").exists()
+    for args in (["--tile", tile, "--kernel", kernel], ["--kernel", kernel, "--tile", tile]):
+        r = gf.run("--backend", gf.backend, *args, "-m", "box3", src, tmp_path / "o.png")
+        check_error(r, 2, [tile, limit])
+        assert not (tmp_path / "o.png").exists()
 
 
 def test_error_stdout_output_untouched(gf, tmp_path):

@@ -416,20 +416,54 @@ def test_combine_differs_from_first_matrix(gf, rng, tmp_path):
 
 
 TILES = ["32x8", "16x16", "8x8", "32x32", "64x4", "128x1", "1x32", "7x3", "1x1", "auto"]
-KERNELS = ["naive", "tiled"]
+KERNELS = ["naive", "tiled", "blocked", "separable", "auto"]
+# (tile, kernel) pairs: every tile on the seed versions; the register-blocked
+# ones on tiles they run and one they refuse
+TILE_KERNELS = ([(t, k) for t in TILES for k in ("naive", "tiled")] +
+                [(t, k) for t in ("32x8", "16x16", "7x3", "auto") for k in ("blocked", "separable", "auto")])
+SMALL_TILE_KERNELS = ([(t, k) for t in ("32x8", "16x16", "7x3", "1x32") for k in ("naive", "tiled")] +
+                      [(t, k) for t in ("32x8", "7x3") for k in ("blocked", "separable", "auto")])
 SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9", 4)]
+SEPARABLE = {"gaussian3", "gaussian5", "gaussian7", "box3", "box5", "box9", "identity"}
+# the register-blocked versions compute several pixels per thread: a tile is
+# a multiple of 8 wide and of 4 (blocked) or 8 (separable) high
+BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
+                 "separable": {"32x8", "16x16", "8x8", "32x32", "auto"}}
+
+
+def refused(kernel, tile, mask_name):
+    """Whether this kernel version must refuse the tile (or the mask)."""
+    if kernel == "separable" and mask_name not in SEPARABLE:
+        return True
+    # auto falls back to a version that runs the tile
+    return kernel in BLOCKED_TILES and tile not in BLOCKED_TILES[kernel]
+
+
+def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, extra, tag="cuda"):
+    """The CUDA output, or None after checking that the version refused the
+    tile or mask as bad usage (exit 2, one message naming it, no output)."""
+    if not refused(kernel, tile, mask_name):
+        return gf.apply(tmp_path, img, masks, border, backend="cuda", extra=extra, tag=tag)
+    src = write_png(tmp_path / "in-refused.png", img)
+    out = tmp_path / "refused.png"
+    r = gf.run("--backend", "cuda", *[a for m in masks for a in ("-m", m)], "-b", border, *extra,
+               src, out)
+    assert r.rc == 2 and r.err.startswith("gpufilter: ") and not out.exists(), r.describe()
+    assert tile in r.err or "separable" in r.err, r.describe()
+    return None
 
 
 @pytest.mark.cuda_only
 @pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("tile,kernel", TILE_KERNELS, ids=[f"{t}-{k}" for t, k in TILE_KERNELS])
 def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
     img = random_image(rng, 257, 131, channels)
     extra = ["--tile", tile, "--kernel", kernel]
-    got = gf.apply(tmp_path, img, [mask], border, backend="cuda", extra=extra, tag="cuda")
+    got = apply_or_refused(gf, tmp_path, img, [mask], border, kernel, tile, mask, extra)
+    if got is None:
+        return
     ref = gf.apply(tmp_path, img, [mask], border, backend="cpu", tag="cpu")
     assert_close(got, ref, what=f"cuda {tile} {kernel} vs cpu")
     assert_close(got, apply_mask(img, load_mask(mask), border), what="cuda vs oracle")
@@ -439,13 +473,15 @@ def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
 @pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("tile", ["32x8", "16x16", "7x3", "1x32"])
+@pytest.mark.parametrize("tile,kernel", SMALL_TILE_KERNELS,
+                         ids=[f"{t}-{k}" for t, k in SMALL_TILE_KERNELS])
 def test_cuda_tiles_small_images(gf, rng, tmp_path, tile, kernel, size, border):
     """Images smaller than the halo: every tap goes through the border."""
     img = random_image(rng, size[0], size[1], 4)
     extra = ["--tile", tile, "--kernel", kernel]
-    got = gf.apply(tmp_path, img, ["gaussian7"], border, backend="cuda", extra=extra)
+    got = apply_or_refused(gf, tmp_path, img, ["gaussian7"], border, kernel, tile, "gaussian7", extra)
+    if got is None:
+        return
     assert_close(got, apply_mask(img, load_mask("gaussian7"), border),
                  what=f"cuda {tile} {kernel} {border} vs oracle")
 
@@ -461,7 +497,9 @@ def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
     path.write_text(text)
     img = random_image(rng, 257, 131, 3)
     extra = ["--tile", tile, "--kernel", kernel]
-    got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda", extra=extra, tag="cuda")
+    got = apply_or_refused(gf, tmp_path, img, [str(path)], border, kernel, tile, "random31", extra)
+    if got is None:
+        return
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
     assert_close(got, ref, what=f"cuda {tile} {kernel} vs cpu")
     assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda vs oracle")
@@ -472,7 +510,7 @@ def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
 def test_cuda_big_photo(gf, rng, tmp_path, kernel):
     """A 1000x872 photo (more blocks than SMs) through a chain."""
     img = photo_with_channels(rng, 4, name="hubble_deep_field.jpg")
-    masks = ["gaussian7", "sobel", "box5"]
+    masks = ["gaussian7", "box9", "box5"] if kernel == "separable" else ["gaussian7", "sobel", "box5"]
     got = gf.apply(tmp_path, img, masks, "reflect", backend="cuda",
                    extra=["--kernel", kernel], tag="cuda")
     ref = gf.apply(tmp_path, img, masks, "reflect", backend="cpu", tag="cpu")
