@@ -11,6 +11,7 @@ at the end; rerun with GPUFILTER_TEST_SEED=N to get the same data.
 
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -285,12 +286,18 @@ def gpu_usable(gf):
     return r.rc == 0
 
 
+def stable_nodeid(nodeid):
+    """The test id without the '@group' that pytest-xdist's --dist loadgroup
+    appends, so a test draws the same inputs however the run is spread."""
+    return re.sub(r"@[^\]]*$", "", nodeid)
+
+
 @pytest.fixture
 def rng(request):
     """A generator seeded from the run's seed and the test's id, so one test
     reproduces alone (GPUFILTER_TEST_SEED) and under pytest-xdist."""
     seed = request.config._gpufilter_seed
-    node = zlib.crc32(request.node.nodeid.encode())
+    node = zlib.crc32(stable_nodeid(request.node.nodeid).encode())
     print(f"GPUFILTER_TEST_SEED={seed} (test stream {node})")
     return np.random.default_rng([seed, node])
 

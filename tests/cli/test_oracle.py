@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 
+from conftest import stable_nodeid
 from gftest import (BORDERS, apply_mask, apply_masks, assert_close, assert_equal_image,
                     builtin_mask_names, correlate, format_matrix, load_mask, parse_mask,
                     photo_with_channels, random_image, read_png, write_png)
@@ -107,7 +108,7 @@ def cuda_group(gf, request, mask, border):
     key = (mask, border)
     if key not in _groups:
         seed = request.config._gpufilter_seed
-        base = request.node.nodeid.split("[")[0]
+        base = stable_nodeid(request.node.nodeid).split("[")[0]
         folder = request.getfixturevalue("tmp_path_factory").mktemp(f"{mask}-{border}")
         inputs = {}
         for c in CHANNELS:
