@@ -39,7 +39,8 @@ CFLAGS   += $(SANITIZER_FLAGS)
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc -I$(CUDA_HOME)/include $(STB_CFLAGS) \
             -DGF_MASKS_INSTALL_DIR='"$(PREFIX)/share/gpufilter/masks"'
 WARN      = -std=c11 -Wall -Wextra -Werror
-NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
+# --threads 0: the GPU targets compile in parallel, one per core
+NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) --threads 0 -Xcompiler -Wall,-Wextra
 LDLIBS    = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm
 # libdeflate (Debian's libdeflate-dev) compresses PNGs when present, linked
 # statically so that the binary runs where the library is not installed.
@@ -59,7 +60,10 @@ endif
 HOST_SRC   = util.c image.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o jpeg_turbo.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
-KERNEL_OBJ = $(addprefix $(BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
+# The kernels carry no host sanitizer, so every build shares build/'s
+# (compiling conv2d.cu takes minutes).
+KERNEL_BUILD = build
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
 .PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean fuzz bench-png
@@ -81,10 +85,10 @@ $(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h | $(BUILD)/obj check-deps
 # flagged by UBSan); that check is off for the stb translation unit only.
 $(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),-fno-sanitize=shift)
 
-$(BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(BUILD)/obj
+$(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
-$(BUILD)/obj:
+$(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 	mkdir -p $@
 
 # ---- packages ---------------------------------------------------------------

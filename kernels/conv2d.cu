@@ -10,36 +10,64 @@
  *               direction) into shared memory once, border mapping applied
  *               while loading, weights staged in shared memory as well; the
  *               taps then read shared memory only. Fixes the repeated global
- *               reads and moves the border logic out of the inner loop. What
- *               is left: per tap one shared load of a byte, one I2F
- *               conversion (a quarter-rate instruction), one shared load of
- *               the weight and the FMA; one output per thread, so nothing
- *               loaded is reused from registers.
- *   2 blocked   register blocking. Each thread computes P x Q outputs (P
- *               rows, Q adjacent columns) from a sliding window of Q pixels
- *               in registers: an input row costs Q + w - 1 shared loads for
- *               P * Q * w * h * K FMA per channel, each pixel is converted
- *               to float once, when it is staged (the shared tile is float,
- *               one LDS.128 per RGBA pixel), and the weights are kernel
- *               parameters: in the constant bank, FFMA operands at no cost
- *               (common sizes 3x3, 5x5, 7x7 are fully unrolled with
- *               compile-time indices; other sizes use one generic kernel
- *               unrolled to 31 taps with a run-time exit, whose weights come
- *               from uniform loads of the parameter bank). A block walks
+ *               reads and moves the border logic out of the inner loop.
+ *               What is left, per tap and channel: a shared load of a byte,
+ *               an I2F (a quarter-rate conversion), a shared load of the
+ *               weight, the FMA; one output per thread, so nothing loaded is
+ *               reused from registers. ~10x below the roofline.
+ *   2 blocked   register blocking, for any mask. Each thread computes P x Q
+ *               outputs (P rows, Q adjacent columns) with a window of Q
+ *               pixels sliding along each input row in registers: a row
+ *               costs Q + w - 1 shared loads for P * Q * w FMA per channel
+ *               and matrix. The shared tile is float (each byte converted
+ *               once, when staged; one LDS.128 per RGBA pixel and tap
+ *               window step), the weights are kernel parameters (constant
+ *               bank: FFMA operands, no loads). 3x3 (1 or 2 matrices), 5x5
+ *               and 7x7 are fully unrolled with compile-time weight indices;
+ *               every other size runs one generic kernel per matrix count
+ *               (P = 1, the column loop unrolled to 31 with a run-time exit,
+ *               weights read with uniform constant loads). A block walks
  *               down a column of tiles keeping the last h - 1 input rows in
- *               a ring, so every input row is read from global memory once
- *               per column of blocks; interior blocks load whole words with
- *               no border mapping, edge blocks map every pixel. Output
- *               bytes are packed and written as 4- or 16-byte stores, the
- *               copied channels (alpha) merged from the source word.
- *               Rounding and clamping use the 2^23 trick (v + 8388608.0f is
- *               rint(v) in the low mantissa byte) instead of F2I, another
- *               quarter-rate conversion.
- *   3 separable for one-matrix masks that factor as column x row: one fused
- *               kernel, the row pass over freshly staged input rows into a
- *               ring of float rows in shared memory, then the column pass
- *               from that ring; w + h FMA per pixel and channel instead of
- *               w * h, no scratch. P = Q = 8 outputs per thread in each pass.
+ *               a ring, so each input row is staged once per column of
+ *               blocks. Interior steps stage whole words per group of Q
+ *               pixels without border arithmetic; edge steps map each pixel.
+ *               Outputs are packed with PRMT and written as 16-, 8- or
+ *               4-byte stores, alpha merged from the source word. Rounding
+ *               uses the 2^23 trick (v + 8388608.0f holds rint(v) in its low
+ *               byte) instead of F2I. Zero taps of the gradient pairs
+ *               (sobel, prewitt, scharr) are skipped (an instantiation of
+ *               its own). Bit-identical to version 1 (see Arithmetic).
+ *   3 separable one-matrix masks that factor as column x row (gaussian,
+ *               box): one fused kernel. Per step the new input rows are
+ *               staged, a row pass (8 outputs per thread, window of 8 + w - 1
+ *               pixels) writes float rows into a ring in shared memory (XOR
+ *               swizzled: conflict-free both ways), then a column pass (8
+ *               rows of one column per thread) reads the ring. w + h FMA per
+ *               pixel and channel instead of w * h, no scratch memory, any
+ *               size up to 31 with one kernel.
+ *   4 direct    what versions 2 and 3 measured: their time hardly moved
+ *               with the mask (gray 3x3 to 7x7 all ~0.4 ms on an H200), so
+ *               they were bound by their structure (a block staging rows,
+ *               a barrier, then computing: each SM had one step's loads in
+ *               flight at a time, at 25-30% occupancy), not by FMAs. Version
+ *               4 drops shared memory and barriers: each thread computes 8
+ *               rows x Q columns of one tile, streaming its Q + M - 1 input
+ *               columns row by row straight from global memory (a 4-, 8-,
+ *               12- or 16-byte load of its own bytes, halo words beside it
+ *               from L1), 2 rows fetched ahead, bytes converted with PRMT +
+ *               FADD, weights in the parameter bank, M rows of accumulators
+ *               in registers, each output row finished and stored (16-byte
+ *               stores) as soon as its last input row is in. One matrix of
+ *               3x3, 5x5 or 7x7, or a 3x3 gradient pair with its zero taps
+ *               left out; version 1's summation order, so version 1's bytes.
+ *
+ *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
+ *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
+ *   four: 1 x 4. Version 3: 8 (row pass) and 8 (column pass). A tile is
+ *   the block's output pixels per step: blocks of (tw / Q, th / P) threads
+ *   (version 3: (tw, th / 8)), tw a multiple of 8, th of 4 (version 3: 8),
+ *   at most 256 threads (registers capped at 96 where that spills nothing,
+ *   else 128).
  *
  * Roofline budget (per output pixel, C channels, K matrices, T = w*h taps)
  *   bytes: C read + C written (each input read once, each output written
@@ -50,41 +78,50 @@
  *   20 flop/B. RGBA 3x3 (72 flop / 8 B = 9 flop/B) is memory-bound; 5x5
  *   (200 / 8 = 25) sits at the balance; 7x7 and above are compute-bound
  *   (in practice bound by shared-memory load issue, one LDS per FMA).
- *   H200: the same SMs (132 at ~1.8 GHz: ~30 T FMA/s, ~30 T instructions/s
- *   issued, 128 B/clock of shared memory per SM, ~30 TB/s in all) with
- *   ~4.0 TB/s copy bandwidth: RGBA is memory-bound below ~500 Gpx/s, gray
- *   below ~2000 Gpx/s.
- *   Versions 2 and 3 are built so that the next limits are issue slots and
- *   shared-memory bandwidth, not the memory system. Per output pixel of RGBA
- *   with alpha copied (3 channels filtered):
- *     3x3   27 FMA + ~2.3 LDS.128 (P = Q = 4) + ~20 to stage a pixel + ~12
- *           to finish and store = ~60 instructions: ~500 Gpx/s of issue;
- *           shared: ~37 B loaded + 16 B staged per pixel = ~600 Gpx/s.
- *           Memory-bound at ~480 Gpx/s; expect ~400-450 (80-90% of copy).
- *     sobel 3x3, 2 matrices (P = 2, Q = 4): 54 FMA + ~3 LDS + 20 + ~36 to
- *           finish (two squares and an IEEE sqrt per channel) = ~115:
- *           ~260-300 Gpx/s, issue-bound (55-60% of copy).
- *     5x5   75 FMA + 4 LDS + 32 = ~110: ~270 Gpx/s (issue).
- *     7x7   147 FMA + 6 LDS + 32 = ~185: ~160 Gpx/s (issue).
- *     15x15 (generic kernel, P = 1, Q = 8) 675 FMA + 41 LDS.128 (660 B of
- *           shared loads): ~40 Gpx/s, FMA- and shared-bound alike.
- *     separable w x h: 3 * (w + h) FMA + (8 + w - 1) / 8 + (8 + h - 1) / 8
- *           LDS.128 + ~40 to stage, write the ring and finish: 5x5 ~300,
- *           15x15 ~250, 31x31 ~150 Gpx/s.
- *   Gray (C = 1) 3x3: 9 FMA + ~2.3 LDS.32 + ~8 to stage + ~6 to finish:
- *   ~1200 Gpx/s of issue, shared loads ~1.5 B per pixel... in practice
- *   bound by the ~25 instructions per pixel: ~1000 Gpx/s (half of copy).
+ *
+ *   Versions 2 and 3 on an H200 (132 SMs at ~1.8 GHz: ~30 T instructions
+ *   per second issued, FFMA included, and 128 B per clock of shared memory
+ *   per SM, ~30 TB/s; ~4.0 TB/s copy: RGBA is memory-bound below ~500
+ *   Gpx/s, gray below ~2000). Instructions per output pixel counted in the
+ *   SASS, RGBA with alpha copied (3 channels computed), tile 64x32:
+ *     3x3      27 FFMA + 2.3 LDS.128 + ~4 addressing + ~16 staging (load,
+ *              PRMT + FADD per byte, STS.128) + ~16 finishing and storing
+ *              = ~66: ~455 Gpx/s of issue; shared loads+stores ~65 B/px:
+ *              ~480 Gpx/s; memory ~500. Expect ~400 (80% of copy; NPP ~3x
+ *              slower by the brief's figures).
+ *     sobel    36 FFMA (zero taps skipped) + 3 LDS + 17 + 36 (two squares,
+ *              MUFU.RSQ and a Newton step per channel) = ~95: ~320 Gpx/s
+ *              issue-bound, expect ~280-300 (60% of copy).
+ *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
+ *              (NPP ~60: 3.5x).
+ *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
+ *              if NPP runs 7x7 at about half its 5x5 rate).
+ *     15x15    generic: 675 FFMA + 41 LDS.128 (660 B of shared loads) +
+ *              ~120 (weight loads, loop exits, staging, finish): ~35 Gpx/s,
+ *              issue- and shared-bound alike.
+ *     gray 3x3 9 FFMA + 2.3 LDS.32 + ~7 staging + ~5 finishing = ~25:
+ *              ~1200 Gpx/s of issue (copy ~2000): expect ~1000.
+ *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
+ *              ~50 (staging, ring stores, loop exits, finish); shared
+ *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
+ *              instructions, ~80 B/px: ~330 Gpx/s (70% of copy); 15x15:
+ *              ~150, ~120 B/px: ~190 (40%); 31x31: ~260, ~185 B/px: ~110.
+ *              One read and one write of the image whatever the size (a
+ *              two-pass version would add 32 B/px of float scratch).
  *
  * Arithmetic: float sums of pixel * weight. Integer weights give exact
  * integer sums (below 2^24), so the division by the scale and the rounding
  * (rintf: half to even) match the double-precision CPU reference exactly
  * for the built-in masks; fractional weights may differ by one level where
  * a value sits on a rounding boundary. Version 2 accumulates every output in
- * version 1's order (rows, then columns, one FMA each), and finishes with
- * version 1's operations (a scale that is a power of two is folded into the
- * weights, which is exact), so it returns version 1's bytes for any mask.
- * Version 3 sums in another order: equal for integer factors, within one
- * level otherwise. */
+ * version 1's order (mask rows, then columns, one fmaf each) and finishes
+ * with version 1's operations: a scale that is a power of two is folded
+ * into the weights (every partial sum scales by the same power of two:
+ * exact), an offset of 0 is not added (r + 0 is r), the magnitude's sqrt is
+ * sqrt.rn's own fast path on a clamped argument. So it returns version 1's
+ * bytes for any mask, fractional ones included. Version 3 sums in another
+ * order: equal for integer factors (the launcher derives them from integer
+ * 2-D weights), within one level otherwise. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -230,7 +267,7 @@ __global__ void conv2d_kernel1(conv2d_launch p)
 namespace {
 
 constexpr int kMaxMask = GF_MASK_MAX_SIZE;  /* 31 */
-constexpr int kMaxThreads = 256;            /* __launch_bounds__: <= 128 registers */
+constexpr int kMaxThreads = 256;            /* per block (registers: 96 or 128, see below) */
 constexpr float kMagic = 8388608.0f;        /* 2^23 */
 /* Weights that travel as kernel parameters: the header plus 984 floats make
  * 4096 bytes, the parameter limit before CUDA 12.1 (a 31x31 matrix fits). */
@@ -260,8 +297,9 @@ struct fast_header {
     int flat;                     /* src is 4-byte aligned: staging loads words */
     int vec;                      /* src and dst are 16-byte aligned: wide stores */
     int safe_rows;                /* rows below this one end 64+ bytes before the image */
+    int aligned;                  /* version 4: src and every row start 16-byte aligned */
     int mode, comb;
-    float scale[4], offset[4], inv[4];
+    float scale[4], offset[4];
 };
 
 template <int NW> struct fast_args {
@@ -700,16 +738,25 @@ __device__ __forceinline__ void conv2d_emit2_any(const float (&acc)[P][Q][K][CF]
 #undef CONV2D_EMIT
 }
 
+/* Register cap of a version 2 instantiation: 96 when its accumulators and
+ * window take at most 64 (checked: no spills), so that 5 blocks of 128
+ * threads fit an SM (20 warps to overlap one block's loads with the
+ * others' FMAs); 128 (2 blocks of 256) otherwise. */
+template <int C, int CF, int K, int P, int Q> struct conv2d_registers {
+    static constexpr int value = P * Q * K * CF + Q * slot_floats<C>::value <= 64 ? 96 : 128;
+};
+
 /* MW, MH: the mask size, or 0 for the generic kernel (run-time size, the
  * column loop unrolled to 31 with an exit, P == 1). WS: weights in shared
  * memory (from h.wdev) instead of the parameters. CF: channels computed;
  * h.cf <= CF says which of them are written (the rest are copied). */
 template <int C, int CF, int K, int MW, int MH, int P, int Q, bool WS, int NW>
-__global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel2(const fast_args<NW> a)
+__global__ void __maxnreg__((conv2d_registers<C, CF, K, P, Q>::value))
+    conv2d_kernel2(const fast_args<NW> a)
 {
     static_assert(MH > 0 || P == 1, "the generic kernel computes one row per thread");
     extern __shared__ __align__(16) float conv2d_smem2[];
-        const fast_header &h = a.h;
+    const fast_header &h = a.h;
     const int mw = MW ? MW : h.mw, mh = MH ? MH : h.mh;
     const int taps = K * mw * mh;
     float *wsh = conv2d_smem2;
@@ -972,13 +1019,208 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
     }
 }
 
+/* ---- version 4: direct ----------------------------------------------------- */
+
+constexpr int kRows4 = 8;  /* output rows per thread */
+
+/* The words a thread reads of one input row: SW on either side (the halo,
+ * M / 2 pixels, rounded up to words) and OWN for its own Q columns. */
+template <int C, int Q, int M> struct row4 {
+    static constexpr int RAD = M / 2, SW = (RAD * C + 3) / 4, OWN = Q * C / 4, NWD = 2 * SW + OWN;
+    static_assert(Q * C % 4 == 0 && Q * C <= 16, "a thread's own bytes are 1 to 4 whole words");
+};
+
+/* The fast path's loads of one row (ld.global.nc; the halo words come from
+ * L1, where the neighbouring threads' own loads put them): the own bytes as
+ * one 16- or 8-byte load where Q * C allows, else as words. */
+template <int C, int Q, int M>
+__device__ __forceinline__ void conv2d_fetch4(const unsigned char *row, int x,
+                                              unsigned (&w)[row4<C, Q, M>::NWD])
+{
+    using R = row4<C, Q, M>;
+    const unsigned *at = reinterpret_cast<const unsigned *>(row + (size_t)x * C);
+#pragma unroll
+    for (int s = 0; s < R::SW; s++) {
+        w[s] = __ldg(at - R::SW + s);
+        w[R::SW + R::OWN + s] = __ldg(at + R::OWN + s);
+    }
+    if constexpr (R::OWN == 4) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(at));
+        w[R::SW] = v.x;
+        w[R::SW + 1] = v.y;
+        w[R::SW + 2] = v.z;
+        w[R::SW + 3] = v.w;
+    } else if constexpr (R::OWN == 2) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(at));
+        w[R::SW] = v.x;
+        w[R::SW + 1] = v.y;
+    } else {
+#pragma unroll
+        for (int m = 0; m < R::OWN; m++)
+            w[R::SW + m] = __ldg(at + m);
+    }
+}
+
+/* The Q + M - 1 pixels x - M/2 .. x + Q - 1 + M/2 of input row ym (mapped
+ * through the border already; -1 is the constant border's zero row), CF
+ * channels each, as floats: from the fetched words (byte positions known at
+ * compile time) or, off the fast path, pixel by pixel through the border. */
+template <int C, int CF, int Q, int M>
+__device__ __forceinline__ void conv2d_pixels4(const fast_header &h, int ym, int x, bool fast,
+                                               const unsigned (&w)[row4<C, Q, M>::NWD],
+                                               float (&px)[Q + M - 1][CF])
+{
+    using R = row4<C, Q, M>;
+    constexpr int N = Q + M - 1;
+    if (ym < 0) {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                px[i][c] = 0.0f;
+    } else if (fast) {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+#pragma unroll
+            for (int c = 0; c < CF; c++) {
+                const int b = 4 * R::SW - R::RAD * C + i * C + c;  /* byte of w */
+                px[i][c] = conv2d_byte(w[b / 4], b % 4);
+            }
+    } else {
+        const unsigned char *row = h.src + (size_t)ym * h.width * C;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            const int xi = gf_border_index(x - R::RAD + i, h.width, (gf_border)h.border);
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                px[i][c] = xi < 0 ? 0.0f : (float)row[(size_t)xi * C + c];
+        }
+    }
+}
+
+/* kRows4 output rows of Q columns per thread. Input rows stream top to
+ * bottom in a loop that is not unrolled (a fully unrolled strip was ~17 K
+ * instructions, and two thirds of the warps' cycles went to instruction
+ * fetch). The loop body is written out three times so that the ring of
+ * three fetched rows rotates by renaming, not by moves that would wait for
+ * the loads: each step fetches the row two ahead, converts its own. acc[i]
+ * holds output row r - i, so input row r is mask row i of acc[i]: every
+ * output gets its mask rows in order and, within a row, its columns in
+ * order, version 1's summation order, hence version 1's bytes. After row
+ * r, acc[M - 1] is complete: it is finished and stored (16-byte stores),
+ * and the accumulators shift by one. DIV: the scale is divided (else
+ * folded into the weights). */
+template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+__device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0)
+{
+    using R = row4<C, Q, M>;
+    constexpr int IN = kRows4 + M - 1, N = Q + M - 1;
+    constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
+    const fast_header &h = a.h;
+    const bool fast = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
+    const size_t row_bytes = (size_t)h.width * C;
+    const bool div = h.mode == MODE_DIV;
+    const int rows = min(IN, h.height - y0 + M - 1);  /* input rows that feed an output */
+    auto row_of = [&](int r) { return gf_border_index(y0 - R::RAD + r, h.height, (gf_border)h.border); };
+    auto fetch = [&](int r, unsigned (&w)[R::NWD]) {
+        if (fast && r < rows)  /* the constant border's row -1 fetches row 0, unused */
+            conv2d_fetch4<C, Q, M>(h.src + (size_t)max(row_of(r), 0) * row_bytes, x, w);
+    };
+    float acc[M][Q][K][CF];
+    auto step = [&](int r, const unsigned (&mine)[R::NWD], unsigned (&ahead)[R::NWD]) {
+        fetch(r + 2, ahead);
+        float px[N][CF];
+        conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int k = 0; k < K; k++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    acc[0][q][k][c] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+            for (int mx = 0; mx < M; mx++)
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    const int wi = (k * M + i) * M + mx;
+                    if ((ZERO >> wi) & 1)
+                        continue;  /* a weight known to be 0: acc + 0 * px is acc */
+                    const float wv = a.w[wi];
+#pragma unroll
+                    for (int q = 0; q < Q; q++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
+                }
+        const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+        if (j >= 0) {
+            float fv[Q][CF];
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+#pragma unroll
+                for (int c = 0; c < CF; c++) {
+                    float s[K];
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        s[k] = acc[M - 1][q][k][c];
+                    fv[q][c] = div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
+                                   : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
+                }
+            conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+        }
+#pragma unroll
+        for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[i][q][k][c] = acc[i - 1][q][k][c];
+    };
+#pragma unroll
+    for (int i = 0; i < M; i++)  /* rows before the first output: never stored */
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int k = 0; k < K; k++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    acc[i][q][k][c] = 0.0f;
+    unsigned w[3][R::NWD];
+    fetch(0, w[0]);
+    fetch(1, w[1]);
+#pragma unroll 1
+    for (int r = 0; r < rows; r += 3) {  /* w[r % 3] holds row r */
+        step(r, w[0], w[2]);
+        if (r + 1 < rows)
+            step(r + 1, w[1], w[0]);
+        if (r + 2 < rows)
+            step(r + 2, w[2], w[1]);
+    }
+}
+
+/* No shared memory and no barrier: each thread reads its inputs straight
+ * from global memory (the halo columns and rows that neighbouring threads
+ * also read come from L1 and L2), so no warp waits for a block's staging
+ * and every warp keeps several rows of loads in flight. */
+template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+__global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel4(const fast_args<K * M * M> a)
+{
+    const int x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
+    const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * kRows4;
+    if (x < a.h.width && y0 < a.h.height)
+        conv2d_body4<C, CF, K, M, Q, ZERO>(a, x, y0);
+}
+
 }  /* namespace */
 
 /* ---- dispatch ------------------------------------------------------------- */
 
 /* Every launch goes through here: the kernel's own parameter type, the
- * shared-memory opt-in above 48 KB. (CONV2D_EMULATE: the CPU emulation of
- * the kernels used to check them without a GPU runs the body instead.) */
+ * shared-memory opt-in above 48 KB. */
 template <class A>
 static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t shared,
                                 cudaStream_t stream, const A &args)
@@ -990,13 +1232,8 @@ static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t
         if (err != cudaSuccess)
             return err;
     }
-#ifdef CONV2D_EMULATE
-    (void)stream;
-    return conv2d_emulate(grid, block, shared, [&] { kernel(args); });
-#else
     kernel<<<grid, block, shared, stream>>>(args);
     return cudaGetLastError();
-#endif
 }
 
 typedef void (*conv2d_entry)(conv2d_launch);
@@ -1025,6 +1262,7 @@ typedef cudaError_t (*conv2d_runner)(const conv2d_plan &, cudaStream_t);
 struct conv2d_variant {
     int version, C, CF, K, MW, MH, P, Q;
     bool ws;
+    unsigned zero;  /* weights known to be 0 (bit i: weight i) */
     const void *entry;
     conv2d_runner run;
 };
@@ -1055,6 +1293,14 @@ static cudaError_t conv2d_run2(const conv2d_plan &pl, cudaStream_t stream)
                         pl.shared, stream, args);
 }
 
+template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<K * M * M> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO>, pl.grid, pl.block, 0, stream, args);
+}
+
 template <int C, int CF, bool WS>
 static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 {
@@ -1064,8 +1310,11 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 }
 
 #define CONV2D_V2(C, CF, K, M, P, Q, WS, NW)                                                  \
-    {2, C, CF, K, M, M, P, Q, WS, (const void *)conv2d_kernel2<C, CF, K, M, M, P, Q, WS, NW>, \
+    {2, C, CF, K, M, M, P, Q, WS, 0u, (const void *)conv2d_kernel2<C, CF, K, M, M, P, Q, WS, NW>, \
      conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>}
+/* the zero taps of the Sobel, Prewitt and Scharr pairs: the x gradient's
+ * middle column (weights 1, 4, 7), the y gradient's middle row (12, 13, 14) */
+#define CONV2D_GRADIENT_ZEROS 0x7092u
 /* fully unrolled sizes (weights as parameters), then the generic kernel */
 #define CONV2D_V2_LAYOUT(C, CF)                                                               \
     CONV2D_V2(C, CF, 1, 3, 4, 4, false, 9), CONV2D_V2(C, CF, 2, 3, 2, 4, false, 18),          \
@@ -1077,23 +1326,54 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     CONV2D_V2(C, CF, 1, 0, 1, 8, true, 4), CONV2D_V2(C, CF, 2, 0, 1, 8, true, 4),              \
     CONV2D_V2(C, CF, 3, 0, 1, 4, true, 4), CONV2D_V2(C, CF, 4, 0, 1, 4, true, 4)
 #define CONV2D_V3(C, CF)                                                                      \
-    {3, C, CF, 1, 0, 0, 8, 8, false, (const void *)conv2d_kernel3<C, CF, false>,              \
+    {3, C, CF, 1, 0, 0, 8, 8, false, 0u, (const void *)conv2d_kernel3<C, CF, false>,          \
      conv2d_run3<C, CF, false>},                                                               \
-    {3, C, CF, 1, 0, 0, 8, 8, true, (const void *)conv2d_kernel3<C, CF, true>,                \
+    {3, C, CF, 1, 0, 0, 8, 8, true, 0u, (const void *)conv2d_kernel3<C, CF, true>,            \
      conv2d_run3<C, CF, true>}
+
+/* version 4: kRows4 rows of Q columns per thread, Q such that a thread's
+ * own bytes of a row are whole words (at most 16 bytes) and, where that
+ * allows, its accumulators (M rows in progress x Q x K x CF) take at most
+ * 64 registers; one matrix of 3x3, 5x5 or 7x7, or a 3x3 gradient pair
+ * (the Sobel, Prewitt and Scharr zeros, magnitude). RGB has no 7x7: Q = 4
+ * would need ~84 accumulators, and no smaller Q makes whole words. */
+#define CONV2D_V4M(C, CF, K, M, Q, Z)                                                         \
+    {4, C, CF, K, M, M, kRows4, Q, false, Z, (const void *)conv2d_kernel4<C, CF, K, M, Q, Z>, \
+     conv2d_run4<C, CF, K, M, Q, Z>}
+#define CONV2D_V4(C, CF, Q3, QG, Q5)                                                          \
+    CONV2D_V4M(C, CF, 1, 3, Q3, 0u), CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS),      \
+    CONV2D_V4M(C, CF, 1, 5, Q5, 0u)
 
 const conv2d_variant conv2d_variants[] = {
     CONV2D_V2_LAYOUT(1, 1), CONV2D_V2_LAYOUT(2, 2), CONV2D_V2_LAYOUT(3, 3),
     CONV2D_V2_LAYOUT(4, 3), CONV2D_V2_LAYOUT(4, 4),
     CONV2D_V3(1, 1), CONV2D_V3(2, 2), CONV2D_V3(3, 3), CONV2D_V3(4, 3), CONV2D_V3(4, 4),
+    CONV2D_V4(1, 1, 8, 8, 8), CONV2D_V4(2, 2, 4, 4, 4), CONV2D_V4(3, 3, 4, 4, 4),
+    CONV2D_V4(4, 3, 4, 2, 4), CONV2D_V4(4, 4, 4, 2, 2),
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u), CONV2D_V4M(2, 2, 1, 7, 4, 0u), CONV2D_V4M(4, 3, 1, 7, 2, 0u),
+    CONV2D_V4M(4, 4, 1, 7, 2, 0u),
 };
 
-const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, bool ws)
+const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, bool ws,
+                                  unsigned zero = 0)
 {
     for (const conv2d_variant &v : conv2d_variants)
-        if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M && v.ws == ws)
+        if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M &&
+            v.ws == ws && v.zero == zero)
             return &v;
     return NULL;
+}
+
+/* CONV2D_GRADIENT_ZEROS when a 3x3 pair has the Sobel/Prewitt/Scharr zero
+ * taps (the instantiations that leave them out), else 0. */
+unsigned conv2d_gradient_zeros(const conv2d_launch *p, int K, int mw)
+{
+    if (!p->host_weights || mw != 3 || p->mask_height != 3 || K != 2)
+        return 0;
+    unsigned zeros = 0;
+    for (int i = 0; i < 18; i++)
+        zeros |= p->host_weights[i] == 0.0f ? 1u << i : 0u;
+    return (zeros & CONV2D_GRADIENT_ZEROS) == CONV2D_GRADIENT_ZEROS ? CONV2D_GRADIENT_ZEROS : 0u;
 }
 
 /* The channels a kernel computes: all of them, or RGB of RGBA when alpha is
@@ -1250,6 +1530,16 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         pl->v = conv2d_find(2, C, CF, K, fixed ? mw : 0, ws);
         if (TW < 8 || TH < 4 || TW % 8 || TH % 4)
             return false;
+    } else if (version == 4) {
+        /* one matrix (|v| of one matrix excepted), or a gradient pair */
+        if (!p->host_weights || mw != mh ||
+            (K == 1 && p->combine == GF_COMBINE_MAGNITUDE) ||
+            (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) ||
+            K > 2)
+            return false;
+        pl->v = conv2d_find(4, C, CF, K, mw, false, K == 2 ? CONV2D_GRADIENT_ZEROS : 0u);
+        if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
+            return false;
     } else if (version == 3) {
         if (K != 1)
             return false;
@@ -1273,16 +1563,18 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     if (!pl->v)
         return false;
     const int P = pl->v->P, Q = pl->v->Q;
-    const int nx = TW / Q, ny = TH / P, threads = version == 2 ? nx * ny : TW * (TH / 8);
+    const int nx = TW / Q, ny = TH / P, threads = version == 3 ? TW * (TH / 8) : nx * ny;
     if (threads < 1 || threads > kMaxThreads)
         return false;
-    pl->block = version == 2 ? dim3(nx, ny) : dim3(TW, TH / 8);
+    pl->block = version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
 
     fast_header &h = pl->h;
     memset(&h, 0, sizeof h);
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
-    if (version == 2) {
+    if (version == 4) {
+        pl->shared = 0;
+    } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
                      (size_t)R * h.rs * CP * sizeof(float);
@@ -1310,14 +1602,20 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.th = TH;
     h.flat = ((uintptr_t)p->src & 3) == 0;
     h.vec = (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
+    {   /* version 4's fast path: its loads aligned in every row */
+        const int own = version == 4 ? pl->v->Q * C : 16;
+        const size_t align = own % 16 == 0 ? 16 : own % 8 == 0 ? 8 : 4;
+        h.aligned = (uintptr_t)p->src % align == 0 && (size_t)p->width * C % align == 0;
+    }
     {
         const long long row_bytes = (long long)p->width * C, tail = (64 + row_bytes - 1) / row_bytes;
         h.safe_rows = p->height - (int)(tail < p->height ? tail : p->height);
     }
+    float inv[CONV2D_MAX_MATRICES];
     for (int k = 0; k < K; k++) {
         h.scale[k] = p->scale[k];
         h.offset[k] = p->offset[k];
-        h.inv[k] = 1.0f / p->scale[k];
+        inv[k] = 1.0f / p->scale[k];  /* exact for the powers of two it is used for */
     }
     switch (p->combine) {
     case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
@@ -1331,24 +1629,24 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
      * underflow and overflow for weights between 2^-100 and 2^100) */
     h.mode = MODE_DIV;
     pl->nw = 0;
-    if (version == 2 && !pl->v->ws) {
+    if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
         prescale = true;
         for (int k = 0; k < K; k++) {
             prescale = prescale && conv2d_power_of_two(p->scale[k]);
             for (int i = 0; i < taps && prescale; i++) {
-                const float w = p->host_weights[k * taps + i] * h.inv[k];
+                const float w = p->host_weights[k * taps + i] * inv[k];
                 prescale = w == 0.0f || (fabsf(w) > 0x1p-100f && fabsf(w) < 0x1p100f);
             }
         }
         for (int k = 0; k < K; k++)
             for (int i = 0; i < taps; i++)
-                pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? h.inv[k] : 1.0f);
+                pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? inv[k] : 1.0f);
         pl->nw = K * taps;
     } else if (version == 3 && have_factors) {
         prescale = conv2d_power_of_two(p->scale[0]);
         for (int y = 0; y < mh && prescale; y++) {
-            const float c = column[y] * h.inv[0];
+            const float c = column[y] * inv[0];
             prescale = c == 0.0f || (fabsf(c) > 0x1p-100f && fabsf(c) < 0x1p100f);
         }
         for (int i = 0; i < 64; i++)
@@ -1356,7 +1654,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         for (int x = 0; x < mw; x++)
             pl->w[x] = row[x];
         for (int y = 0; y < mh; y++)
-            pl->w[32 + y] = column[y] * (prescale ? h.inv[0] : 1.0f);
+            pl->w[32 + y] = column[y] * (prescale ? inv[0] : 1.0f);
         pl->nw = 64;
     }
     if (prescale) {
@@ -1366,6 +1664,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
     }
 
+    if (version == 4) {  /* one tile per block */
+        const long long gy = (p->height + TH - 1) / TH;
+        if (gy > 65535)
+            return false;
+        h.steps = 1;
+        pl->grid = dim3((unsigned)((p->width + TW - 1) / TW), (unsigned)gy);
+        return true;
+    }
     /* a block walks down ~256 rows, unless that leaves too few blocks */
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -1388,7 +1694,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
 
 extern "C" const char *conv2d_version_name(int version)
 {
-    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled", "blocked", "separable"};
+    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled", "blocked", "separable",
+                                                       "direct"};
     return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
 }
 
@@ -1432,9 +1739,10 @@ extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
 
 extern "C" const void *conv2d_kernel_entry(int version, int channels)
 {
-    if (version == 2 || version == 3) {
+    if (version >= 2) {
         const conv2d_variant *v = channels >= 1 && channels <= 4
-                                      ? conv2d_find(version, channels, channels, 1, 0, false)
+                                      ? conv2d_find(version, channels, channels, 1,
+                                                    version == 4 ? 3 : 0, false)
                                       : NULL;
         return v ? v->entry : NULL;
     }
@@ -1443,7 +1751,7 @@ extern "C" const void *conv2d_kernel_entry(int version, int channels)
 
 extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
 {
-    if (version == 2 || version == 3) {
+    if (version >= 2) {
         conv2d_plan pl;
         return conv2d_make_plan(version, p, &pl, false) ? pl.v->entry : NULL;
     }
@@ -1452,7 +1760,7 @@ extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
 
 extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)
 {
-    if (version == 2 || version == 3) {
+    if (version >= 2) {
         conv2d_plan pl;
         if (!conv2d_make_plan(version, p, &pl, true))
             return cudaErrorInvalidValue;
@@ -1470,7 +1778,7 @@ extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStrea
 extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y)
 {
     *x = *y = 0;
-    if (version == 2 || version == 3) {
+    if (version >= 2) {
         conv2d_plan pl;
         if (conv2d_make_plan(version, p, &pl, true)) {
             *x = pl.grid.x;

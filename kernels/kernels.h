@@ -15,7 +15,7 @@ extern "C" {
 
 /* ---- conv2d.cu ------------------------------------------------------------- */
 
-#define CONV2D_VERSIONS 4  /* 0 naive, 1 tiled, 2 blocked, 3 separable (see conv2d.cu) */
+#define CONV2D_VERSIONS 5  /* 0 naive, 1 tiled, 2 blocked, 3 separable, 4 direct (conv2d.cu) */
 
 /* One convolution: every matrix of the mask over every channel. */
 typedef struct {
@@ -40,6 +40,12 @@ typedef struct {
      *     tile_height a multiple of 4; at most 256 threads per block.
      *   version 3: the same, with P = Q = 8: tile_width and tile_height
      *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
+     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, 3x3
+     *     gradient pairs combined by magnitude; host weights required; RGB
+     *     has no 7x7): one tile per block, each thread 8 rows x Q columns
+     *     (Q = 8 gray, 4 for 2 and 3 channels, 4 or 2 for RGBA, see
+     *     conv2d.cu): tile_width a multiple of Q, tile_height of 8, at most
+     *     256 threads per block.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -47,7 +53,7 @@ typedef struct {
     const float *column_weights;  /* device, mask_height floats */
     void *scratch;                /* device, conv2d_scratch_bytes(); NULL if that is 0 */
     /* Optional host copies of the weights (same layouts as the device arrays
-     * above; NULL when absent), read by the launcher of versions 2 and 3 only,
+     * above; NULL when absent), read by the launcher of versions 2, 3 and 4 only,
      * never kept after conv2d_gpu() returns. With them the weights travel by
      * value in the kernel parameters (the constant bank: free FFMA operands),
      * scales that are powers of two are folded into the weights, and version 3
@@ -94,7 +100,7 @@ cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)
 
 /* ---- histogram.cu ---------------------------------------------------------- */
 
-#define HISTOGRAM_VERSIONS 2  /* 0 global atomics, 1 shared-memory privatized */
+#define HISTOGRAM_VERSIONS 3  /* 0 global atomics, 1 shared-memory privatized, 2 vector */
 
 /* 256-bin histograms of every channel (hist[c * 256 + v]), or with luma set
  * one histogram of the BT.601 luma of channels 0..2. hist is device memory
@@ -104,13 +110,17 @@ cudaError_t histogram_gpu(int version, const unsigned char *src, size_t pixels, 
 
 /* ---- reduce.cu ------------------------------------------------------------- */
 
-/* min, max, sum and sum of squares of every channel, in one pass. */
+#define REDUCE_VERSIONS 4  /* 1 one pass (there is no 0), 2 from the histogram, 3 DP4A */
+
+/* min, max, sum and sum of squares of every channel. */
 typedef struct {
     unsigned int min[4], max[4];
     unsigned long long sum[4], sum_squares[4];
+    unsigned long long hist[4 * 256];  /* version 2's scratch: the histograms */
 } reduce_result;
 
-cudaError_t reduce_gpu(const unsigned char *src, size_t pixels, int channels,
+/* Version 1, 2 or 3 (see reduce.cu); out is device memory. */
+cudaError_t reduce_gpu(int version, const unsigned char *src, size_t pixels, int channels,
                        reduce_result *out, cudaStream_t stream);
 
 /* ---- scan.cu --------------------------------------------------------------- */

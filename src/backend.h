@@ -21,7 +21,8 @@ typedef enum {
     GF_CONV_TILED = 1,
     GF_CONV_BLOCKED = 2,
     GF_CONV_SEPARABLE = 3,
-    GF_CONV_AUTO = 4,   /* separable masks: SEPARABLE, others: BLOCKED */
+    GF_CONV_DIRECT = 4,
+    GF_CONV_AUTO = 5,   /* see pick_version() in backend_cuda.c */
 } gf_conv_version;
 
 typedef struct {

@@ -403,8 +403,12 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
 }
 
 /* The kernel version for a launch: the one asked for, or by default the
- * separable one for masks that factor, else the register-blocked one (the
- * tiled one where neither runs). */
+ * fastest that runs it in bench/NOTES.md's measurements: on 3 and 4
+ * channels the separable one for masks that factor and are 5x5 or larger,
+ * and the register-blocked one for the gradient pairs; otherwise the direct
+ * one where it runs (3x3, 5x5 and 7x7 masks of one matrix, 3x3 gradient
+ * pairs), else the separable one for masks that factor, else the
+ * register-blocked one (the tiled one where none of them runs). */
 static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)
 {
     if (b->options.conv_version != GF_CONV_AUTO)
@@ -413,7 +417,14 @@ static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d
     conv2d_launch probe = *p;
     if (probe.tile_width == 0)
         probe.tile_width = probe.tile_height = 32;
-    if (mask->separable && mask->count == 1 && conv2d_supports(GF_CONV_SEPARABLE, &probe))
+    const int colour = p->channels >= 3, separable = mask->separable && mask->count == 1;
+    if (colour && separable && mask->width >= 5 && conv2d_supports(GF_CONV_SEPARABLE, &probe))
+        return GF_CONV_SEPARABLE;
+    if (colour && mask->count == 2 && conv2d_supports(GF_CONV_BLOCKED, &probe))
+        return GF_CONV_BLOCKED;
+    if (conv2d_supports(GF_CONV_DIRECT, &probe))
+        return GF_CONV_DIRECT;
+    if (separable && conv2d_supports(GF_CONV_SEPARABLE, &probe))
         return GF_CONV_SEPARABLE;
     if (conv2d_supports(GF_CONV_BLOCKED, &probe))
         return GF_CONV_BLOCKED;
@@ -441,6 +452,14 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
             ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name, b->options.device);
 }
 
+/* Whether the direct kernel runs this mask and channel layout, with some tile. */
+static int direct_runs(const conv2d_launch *p)
+{
+    conv2d_launch probe = *p;
+    probe.tile_width = probe.tile_height = 8;
+    return conv2d_supports(GF_CONV_DIRECT, &probe);
+}
+
 /* Weights uploaded and the tile chosen (or checked) for a convolution of
  * an image of the backend's width and channels. */
 static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
@@ -465,6 +484,12 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
     if (*version == GF_CONV_SEPARABLE && !(mask->separable && mask->count == 1)) {
         gf_set_error("mask %s does not factor as a column times a row; --kernel separable needs "
                      "one that does (gaussian, box)", mask->name);
+        return -2;
+    }
+    if (*version == GF_CONV_DIRECT && !direct_runs(p)) {
+        gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
+                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), or a 3x3 gradient pair such as sobel",
+                     mask->name, mask->width, mask->height, mask->count);
         return -2;
     }
     if (p->tile_width == 0)
@@ -567,7 +592,7 @@ static int upload_band(cuda_backend *b, int y0, int rows)
 static int histograms(cuda_backend *b, int luma)
 {
     if (!b->strips) {
-        CUDA_CHECK(histogram_gpu(1, b->buffer[b->current], pixel_count(b), b->channels, luma,
+        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[b->current], pixel_count(b), b->channels, luma,
                                  b->hist, b->stream), "launching histogram");
         return 0;
     }
@@ -577,7 +602,7 @@ static int histograms(cuda_backend *b, int luma)
         const int rows = band_rows(b, y0);
         if (upload_band(b, y0, rows) < 0)
             return -1;
-        CUDA_CHECK(histogram_gpu(1, b->buffer[0], (size_t)rows * b->width, b->channels, luma,
+        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width, b->channels, luma,
                                  b->hist, b->stream), "launching histogram");
         CUDA_CHECK(copy_to_host(b, band, b->hist, counters * sizeof band[0]),
                    "downloading histograms");
@@ -605,7 +630,8 @@ static void merge_range(reduce_result *into, const reduce_result *band, int chan
 static int reduction(cuda_backend *b)
 {
     if (!b->strips) {
-        CUDA_CHECK(reduce_gpu(b->buffer[b->current], pixel_count(b), b->channels, b->range, b->stream),
+        CUDA_CHECK(reduce_gpu(REDUCE_VERSIONS - 1, b->buffer[b->current], pixel_count(b),
+                              b->channels, b->range, b->stream),
                    "launching reduce");
         return 0;
     }
@@ -616,7 +642,8 @@ static int reduction(cuda_backend *b)
         const int rows = band_rows(b, y0);
         if (upload_band(b, y0, rows) < 0)
             return -1;
-        CUDA_CHECK(reduce_gpu(b->buffer[0], (size_t)rows * b->width, b->channels, b->range, b->stream),
+        CUDA_CHECK(reduce_gpu(REDUCE_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width,
+                              b->channels, b->range, b->stream),
                    "launching reduce");
         CUDA_CHECK(copy_to_host(b, &band, b->range, sizeof band),
                    "downloading statistics");

@@ -97,9 +97,10 @@ static void usage(FILE *out)
 "                         tile: threads, occupancy, shared memory, ms, Gpx/s,\n"
 "                         %% of the copy bandwidth; the auto choice is marked.\n"
 "                         --csv prints it as CSV\n"
-"      --kernel VERSION   CUDA conv2d version: auto (default: separable for masks\n"
-"                         that factor, else blocked), blocked, separable, tiled,\n"
-"                         naive\n"
+"      --kernel VERSION   CUDA conv2d version: auto (default: direct for 3x3, 5x5\n"
+"                         and 7x7 masks and gradient pairs, else separable for\n"
+"                         masks that factor, else blocked), direct, blocked,\n"
+"                         separable, tiled, naive\n"
 "      --gpu-memory SIZE  GPU memory the image buffers may use, e.g. 512M\n"
 "                         (default: what the device has free). A larger image\n"
 "                         is processed in horizontal strips\n"
@@ -409,9 +410,11 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                 j->backend_options.conv_version = GF_CONV_BLOCKED;
             else if (strcmp(optarg, "separable") == 0)
                 j->backend_options.conv_version = GF_CONV_SEPARABLE;
+            else if (strcmp(optarg, "direct") == 0)
+                j->backend_options.conv_version = GF_CONV_DIRECT;
             else
-                return usage_error("unknown kernel version '%s' (auto, blocked, separable, tiled, "
-                                   "naive)", optarg);
+                return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
+                                   "tiled, naive)", optarg);
             break;
         case OPT_DEVICE:
             if (parse_int(optarg, 0, 1023, &j->backend_options.device) < 0)

@@ -25,7 +25,7 @@ HELP_OPTIONS = ["-m", "--mask", "-b", "--border", "--backend", "--tile", "--kern
                 "-f", "--format", "-q", "--quality", "--filter-alpha", "-v", "--verbose",
                 "--list-masks", "--list-devices", "-h", "--help", "-V", "--version"]
 HELP_VALUES = ["nearest", "constant", "reflect", "mirror", "wrap", "auto", "cuda", "cpu",
-               "naive", "tiled", "blocked", "separable", "sweep", "--csv", "--gpu-memory",
+               "naive", "tiled", "blocked", "separable", "direct", "sweep", "--csv", "--gpu-memory",
                "--devices", "png", "jpg", "bmp", "tga"]
 
 

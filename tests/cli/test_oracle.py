@@ -417,24 +417,44 @@ def test_combine_differs_from_first_matrix(gf, rng, tmp_path):
 
 
 TILES = ["32x8", "16x16", "8x8", "32x32", "64x4", "128x1", "1x32", "7x3", "1x1", "auto"]
-KERNELS = ["naive", "tiled", "blocked", "separable", "auto"]
+KERNELS = ["naive", "tiled", "blocked", "separable", "direct", "auto"]
 # (tile, kernel) pairs: every tile on the seed versions; the register-blocked
 # ones on tiles they run and one they refuse
 TILE_KERNELS = ([(t, k) for t in TILES for k in ("naive", "tiled")] +
-                [(t, k) for t in ("32x8", "16x16", "7x3", "auto") for k in ("blocked", "separable", "auto")])
+                [(t, k) for t in ("32x8", "16x16", "7x3", "auto")
+                 for k in ("blocked", "separable", "direct", "auto")] +
+                [("64x64", "direct"), ("8x8", "direct")])
 SMALL_TILE_KERNELS = ([(t, k) for t in ("32x8", "16x16", "7x3", "1x32") for k in ("naive", "tiled")] +
-                      [(t, k) for t in ("32x8", "7x3") for k in ("blocked", "separable", "auto")])
-SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9", 4)]
+                      [(t, k) for t in ("32x8", "7x3") for k in ("blocked", "separable", "direct", "auto")])
+SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9", 4),
+         ("gaussian7", 4), ("gaussian5", 3), ("prewitt", 4), ("laplacian", 3), ("scharr", 1)]
 SEPARABLE = {"gaussian3", "gaussian5", "gaussian7", "box3", "box5", "box9", "identity"}
 # the register-blocked versions compute several pixels per thread: a tile is
-# a multiple of 8 wide and of 4 (blocked) or 8 (separable) high
+# a multiple of 8 wide and of 4 (blocked) or 8 (separable, direct) high
 BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
-                 "separable": {"32x8", "16x16", "8x8", "32x32", "auto"}}
+                 "separable": {"32x8", "16x16", "8x8", "32x32", "auto"},
+                 "direct": {"32x8", "16x16", "8x8", "32x32", "64x64", "auto"}}
+# what the direct version runs: one matrix of 3x3, 5x5 or 7x7 (RGB: not
+# 7x7), or a 3x3 gradient pair combined by magnitude
+GRADIENT_PAIRS = {"sobel", "prewitt", "scharr"}
 
 
-def refused(kernel, tile, mask_name):
+def direct_runs(mask_name, channels):
+    if mask_name in GRADIENT_PAIRS:
+        return True
+    if mask_name not in MASKS:
+        return False
+    m = load_mask(mask_name)
+    size = m.matrices[0].weights.shape
+    return (len(m.matrices) == 1 and m.combine != "magnitude" and size[0] == size[1] and
+            size[0] in (3, 5) + (() if channels == 3 else (7,)))
+
+
+def refused(kernel, tile, mask_name, channels=4):
     """Whether this kernel version must refuse the tile (or the mask)."""
     if kernel == "separable" and mask_name not in SEPARABLE:
+        return True
+    if kernel == "direct" and not direct_runs(mask_name, channels):
         return True
     # auto falls back to a version that runs the tile
     return kernel in BLOCKED_TILES and tile not in BLOCKED_TILES[kernel]
@@ -443,14 +463,14 @@ def refused(kernel, tile, mask_name):
 def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, extra, tag="cuda"):
     """The CUDA output, or None after checking that the version refused the
     tile or mask as bad usage (exit 2, one message naming it, no output)."""
-    if not refused(kernel, tile, mask_name):
+    if not refused(kernel, tile, mask_name, img.shape[2]):
         return gf.apply(tmp_path, img, masks, border, backend="cuda", extra=extra, tag=tag)
     src = write_png(tmp_path / "in-refused.png", img)
     out = tmp_path / "refused.png"
     r = gf.run("--backend", "cuda", *[a for m in masks for a in ("-m", m)], "-b", border, *extra,
                src, out)
     assert r.rc == 2 and r.err.startswith("gpufilter: ") and not out.exists(), r.describe()
-    assert tile in r.err or "separable" in r.err, r.describe()
+    assert tile in r.err or kernel in r.err, r.describe()
     return None
 
 
