@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gftest  # noqa: E402
 
 DEFAULT_BIN = Path(__file__).resolve().parent.parent.parent / "build" / "gpufilter"
+# compute-sanitizer's --error-exitcode: its exit status when it reported errors
+SANITIZER_REPORT_EXIT = 86
 
 
 def pytest_addoption(parser):
@@ -118,25 +120,52 @@ def pytest_report_header(config):
     ]
 
 
-def sanitizer_summary(folder):
-    """Processes checked and errors reported, from compute-sanitizer's logs."""
-    processes = errors = 0
-    for log in Path(folder).glob("*.log"):
+# A log's closing line: "ERROR SUMMARY: 3 errors" (memcheck, synccheck,
+# initcheck), or racecheck's "RACECHECK SUMMARY: 2 hazards displayed (1 error,
+# 1 warning)"; the word, plurals and "displayed" vary between releases. The
+# count must be followed by errors or hazards, so memcheck's "LEAK SUMMARY: 0
+# bytes leaked" is not taken for a process.
+SUMMARY_RE = re.compile(r"\b(?P<kind>[A-Z]+) SUMMARY: (?P<count>\d+) (?P<unit>error|hazard)s?\b"
+                        r"(?:\D*?\((?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?\))?")
+
+
+def sanitizer_summary(folder, pattern="*.log"):
+    """From compute-sanitizer's logs (those in folder matching pattern): the
+    processes checked and the counts of their summary lines, e.g. {"kind": "ERROR", "processes": 12, "errors": 0}
+    or, for racecheck, {"kind": "RACECHECK", "processes": 12, "hazards": 3,
+    "errors": 1, "warnings": 2}."""
+    total = {"kind": None, "processes": 0, "errors": 0}
+    for log in sorted(Path(folder).glob(pattern)):
         for line in log.read_text(errors="replace").splitlines():
-            if "ERROR SUMMARY:" in line:
-                processes += 1
-                errors += int(line.split("ERROR SUMMARY:")[1].split()[0])
-    return processes, errors
+            m = SUMMARY_RE.search(line)
+            if not m:
+                continue
+            total["processes"] += 1
+            total["kind"] = m["kind"]
+            if m["unit"] == "hazard":
+                for key, value in (("hazards", m["count"]), ("errors", m["errors"]),
+                                   ("warnings", m["warnings"])):
+                    total[key] = total.get(key, 0) + int(value or 0)
+            else:
+                total["errors"] += int(m["count"])
+    return total
+
+
+def format_sanitizer_summary(tool, summary):
+    """The closing line of a --sanitizer run, in the tool's own words."""
+    line = f"compute-sanitizer {tool}: {summary['processes']} gpufilter processes checked, "
+    if "hazards" in summary or tool == "racecheck":
+        return line + (f"{summary['kind'] or 'RACECHECK'} SUMMARY: {summary.get('hazards', 0)} "
+                       f"hazards ({summary['errors']} errors, {summary.get('warnings', 0)} warnings)")
+    return line + f"{summary['kind'] or 'ERROR'} SUMMARY: {summary['errors']} errors"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tool = config.getoption("--sanitizer")
     folder = os.environ.get("GPUFILTER_SANITIZER_LOGS")
     if tool and folder and getattr(config, "workerinput", None) is None:
-        processes, errors = sanitizer_summary(folder)
         terminalreporter.write_line(
-            f"compute-sanitizer {tool}: {processes} gpufilter processes checked, "
-            f"ERROR SUMMARY: {errors} errors (logs in {folder})")
+            f"{format_sanitizer_summary(tool, sanitizer_summary(folder))} (logs in {folder})")
     if exitstatus != 0:
         terminalreporter.write_line(
             f"gpufilter: inputs came from GPUFILTER_TEST_SEED={config._gpufilter_seed}")
@@ -235,21 +264,59 @@ class Gpufilter:
             pytest.fail(f"gpufilter binary not found at {self.path} "
                         "(build it with make, or pass --gpufilter / set GPUFILTER_BIN)")
         argv = [str(self.path)] + [str(a) for a in args]
-        shown = argv
+        timeout *= 5 if self.sanitizer else 1
         if self.sanitizer and not _runs_on_cpu(argv, self.backend):
-            # --require-cuda-init no: runs that end before touching the GPU
-            # (usage errors, --help) are not reports
-            wrapper = ["compute-sanitizer", "--tool", self.sanitizer, "--error-exitcode", "86",
-                       "--require-cuda-init", "no", "--log-file",
-                       os.path.join(os.environ["GPUFILTER_SANITIZER_LOGS"], "%p.log")]
-            if env and "GPUFILTER_TEST_FAULT" in env:
-                # the failure is injected on purpose; the tool would report it as an API error
-                wrapper += ["--report-api-errors", "no"]
-            argv = wrapper + argv
-        proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
-                              timeout=timeout * (5 if self.sanitizer else 1))
-        return Result(shown, proc)
+            proc = self._run_sanitized(argv, stdin, env, cwd, timeout)
+        else:
+            proc = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
+                                  timeout=timeout)
+        return Result(argv, proc)
+
+    def _run_sanitized(self, argv, stdin, env, cwd, timeout):
+        """Runs argv under compute-sanitizer: fails the test on a report,
+        else returns the finished process with gpufilter's own exit status."""
+        folder = Path(os.environ["GPUFILTER_SANITIZER_LOGS"])
+        fd, status_file = tempfile.mkstemp(dir=folder, suffix=".status")
+        os.close(fd)
+        run_id = Path(status_file).stem
+        # compute-sanitizer's exit status is not gpufilter's: with
+        # --require-cuda-init no it is 0 when the program ends before
+        # initialising CUDA (a usage error exits 2). So the tool starts a shell
+        # that runs gpufilter, writes gpufilter's status to status_file ($0)
+        # and exits with it; --target-processes all makes the tool check
+        # gpufilter, the shell's child, and not the shell alone.
+        # --require-cuda-init no: runs that end before touching the GPU
+        # (usage errors, --help) are not reports.
+        wrapper = ["compute-sanitizer", "--tool", self.sanitizer,
+                   "--error-exitcode", str(SANITIZER_REPORT_EXIT), "--require-cuda-init", "no",
+                   "--target-processes", "all", "--log-file", str(folder / f"{run_id}-%p.log")]
+        if env and "GPUFILTER_TEST_FAULT" in env:
+            # the failure is injected on purpose; the tool would report it as an API error
+            wrapper += ["--report-api-errors", "no"]
+        shell = ["sh", "-c", '"$@"; rc=$?; echo $rc > "$0"; exit $rc', status_file]
+        try:
+            proc = subprocess.run(wrapper + shell + argv, input=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
+                                  timeout=timeout)
+            recorded = Path(status_file).read_text().strip()
+        finally:
+            os.unlink(status_file)
+        # a report: the tool's error status (unless gpufilter's own), or
+        # errors counted in this run's log, whatever the tool's status
+        if ((proc.returncode == SANITIZER_REPORT_EXIT and recorded != str(SANITIZER_REPORT_EXIT))
+                or sanitizer_summary(folder, f"{run_id}-*.log")["errors"]):
+            logs = "".join(log.read_text(errors="replace")
+                           for log in sorted(folder.glob(f"{run_id}-*.log")))
+            pytest.fail(f"compute-sanitizer {self.sanitizer} reported errors "
+                        f"(exit {proc.returncode})\n{Result(argv, proc).describe()}\n{logs}",
+                        pytrace=False)
+        if recorded:
+            # the shell reports a death by signal N as 128 + N; subprocess as -N
+            status = int(recorded)
+            proc.returncode = 128 - status if status > 128 else status
+        # else the shell never finished (the tool failed): keep the tool's status
+        return proc
 
     def filter(self, src, dst, masks=(), border=None, backend=None, extra=(), **kw):
         args = ["--backend", backend or self.backend]

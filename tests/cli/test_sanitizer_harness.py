@@ -1,0 +1,199 @@
+"""The --sanitizer harness itself, without a GPU: the parser of
+compute-sanitizer's logs on sample logs, and the exit status a test sees when
+gpufilter runs under a fake compute-sanitizer placed first on PATH."""
+
+import os
+import stat
+
+import pytest
+
+from conftest import Gpufilter, format_sanitizer_summary, sanitizer_summary
+
+# Logs as compute-sanitizer writes them (--log-file), one process each.
+MEMCHECK_CLEAN = """\
+========= COMPUTE-SANITIZER
+========= ERROR SUMMARY: 0 errors
+"""
+MEMCHECK_ERRORS = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at conv2d_tiled(const unsigned char *, float *, int, int)+0x1f0 in conv2d.cu:88
+=========     by thread (31,0,0) in block (7,3,0)
+=========     Address 0x7f3a4c000400 is out of bounds
+=========
+========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaDeviceSynchronize.
+=========
+========= LEAK SUMMARY: 0 bytes leaked in 0 allocations
+========= ERROR SUMMARY: 2 errors
+"""
+SYNCCHECK_ERROR = """\
+========= COMPUTE-SANITIZER
+========= Barrier error detected. Divergent thread(s) in block
+=========     at histogram_kernel(const unsigned char *, unsigned int *, int)+0x2c8 in histogram.cu:41
+=========     by thread (16,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 1 error
+"""
+RACECHECK_CLEAN = """\
+========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+RACECHECK_HAZARDS = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at scan_block(unsigned int *, int)+0x580 in scan.cu:25
+=========     and Read access at scan_block(unsigned int *, int)+0x890 in scan.cu:31 [4080 hazards]
+=========
+========= Warning: Race reported between Read access at scan_block(unsigned int *, int)+0x610 in scan.cu:27
+=========     and Write access at scan_block(unsigned int *, int)+0x700 in scan.cu:29 [2 hazards]
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)
+"""
+RACECHECK_SINGULAR = """\
+========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def write_logs(folder, *texts):
+    folder.mkdir(exist_ok=True)
+    for i, text in enumerate(texts):
+        (folder / f"{1000 + i}.log").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("tool, logs, want, line", [
+    ("memcheck", [MEMCHECK_CLEAN, MEMCHECK_CLEAN, MEMCHECK_ERRORS],
+     {"kind": "ERROR", "processes": 3, "errors": 2},
+     "compute-sanitizer memcheck: 3 gpufilter processes checked, ERROR SUMMARY: 2 errors"),
+    ("synccheck", [MEMCHECK_CLEAN, SYNCCHECK_ERROR],
+     {"kind": "ERROR", "processes": 2, "errors": 1},
+     "compute-sanitizer synccheck: 2 gpufilter processes checked, ERROR SUMMARY: 1 errors"),
+    ("racecheck", [RACECHECK_CLEAN] * 3,
+     {"kind": "RACECHECK", "processes": 3, "hazards": 0, "errors": 0, "warnings": 0},
+     "compute-sanitizer racecheck: 3 gpufilter processes checked, "
+     "RACECHECK SUMMARY: 0 hazards (0 errors, 0 warnings)"),
+    ("racecheck", [RACECHECK_CLEAN, RACECHECK_HAZARDS, RACECHECK_SINGULAR],
+     {"kind": "RACECHECK", "processes": 3, "hazards": 3, "errors": 2, "warnings": 1},
+     "compute-sanitizer racecheck: 3 gpufilter processes checked, "
+     "RACECHECK SUMMARY: 3 hazards (2 errors, 1 warnings)"),
+    ("racecheck", [],
+     {"kind": None, "processes": 0, "errors": 0},
+     "compute-sanitizer racecheck: 0 gpufilter processes checked, "
+     "RACECHECK SUMMARY: 0 hazards (0 errors, 0 warnings)"),
+], ids=["memcheck", "synccheck", "racecheck-clean", "racecheck-hazards", "racecheck-no-logs"])
+def test_summary_of_logs(tmp_path, tool, logs, want, line):
+    folder = write_logs(tmp_path / "logs", *logs)
+    (folder / "tmpx.status").write_text("0\n")  # the harness's side files are not logs
+    got = sanitizer_summary(folder)
+    assert got == want
+    assert format_sanitizer_summary(tool, got) == line
+
+
+# A stand-in for compute-sanitizer: takes the options before the command, runs
+# the command, writes a summary to --log-file (%p: its pid), and exits as
+# $FAKE_SANITIZER says. "lossy" is the bug seen with --require-cuda-init no: 0
+# whatever the program's status; "faithful" passes the status on; "report"
+# logs an error and exits with --error-exitcode; "report-unflagged" logs an
+# error but exits 0. Its options are appended to $FAKE_SANITIZER_ARGS.
+FAKE_SANITIZER = r"""#!/bin/sh
+echo "$*" >> "$FAKE_SANITIZER_ARGS"
+log=/dev/null tool=memcheck code=1
+while [ $# -gt 0 ]; do
+    case $1 in
+        --log-file) log=$(printf %s "$2" | sed "s/%p/$$/") ;;
+        --tool) tool=$2 ;;
+        --error-exitcode) code=$2 ;;
+        --*) ;;
+        *) break ;;
+    esac
+    shift 2
+done
+"$@"
+status=$?
+errors=0
+case $FAKE_SANITIZER in report*) errors=1 ;; esac
+{
+    echo "========= COMPUTE-SANITIZER"
+    if [ $errors = 1 ]; then
+        echo "========= Invalid __global__ write of size 4 bytes"
+        echo "=========     at conv2d_naive(const float *, float *, int, int)+0x90 in conv2d.cu:42"
+    fi
+    if [ "$tool" = racecheck ]; then
+        echo "========= RACECHECK SUMMARY: $errors hazards displayed ($errors errors, 0 warnings)"
+    else
+        echo "========= ERROR SUMMARY: $errors errors"
+    fi
+} > "$log"
+case $FAKE_SANITIZER in
+    lossy|report-unflagged) exit 0 ;;
+    faithful) exit $status ;;
+    report) exit $code ;;
+esac
+exit 99
+"""
+
+
+@pytest.fixture
+def fake_sanitizer(tmp_path, monkeypatch):
+    """compute-sanitizer first on PATH is the fake; returns the logs folder."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "compute-sanitizer"
+    script.write_text(FAKE_SANITIZER)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GPUFILTER_SANITIZER_LOGS", str(logs))
+    monkeypatch.setenv("FAKE_SANITIZER_ARGS", str(tmp_path / "args"))
+    monkeypatch.setenv("FAKE_SANITIZER", "lossy")
+    return logs
+
+
+@pytest.mark.parametrize("mode", ["lossy", "faithful"])
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_exit_status_under_sanitizer(gf, fake_sanitizer, monkeypatch, tmp_path, mode, tool):
+    """gpufilter's own status reaches the test, whether or not the tool
+    passes it on; each run leaves one log, with the tool's summary."""
+    monkeypatch.setenv("FAKE_SANITIZER", mode)
+    sanitized = Gpufilter(gf.path, "cuda", tool)
+    r = sanitized.run("--no-such-option")  # a usage error, before any CUDA call
+    assert r.rc == 2, r.describe()
+    assert "unknown option '--no-such-option'" in r.err
+    assert sanitized.run("--version").ok().out.startswith(b"gpufilter ")
+    r = sanitized.run("-m", "no-such-mask", "in.png", "out.png")
+    assert r.rc == 2, r.describe()
+    summary = sanitizer_summary(fake_sanitizer)
+    assert summary["processes"] == 3 and summary["errors"] == 0, summary
+    assert ("hazards" in summary) == (tool == "racecheck")
+    assert sorted(p.suffix for p in fake_sanitizer.iterdir()) == [".log"] * 3  # no side files left
+    # the tool follows the shell's child, gpufilter, and was told to
+    options = (tmp_path / "args").read_text().splitlines()
+    assert all("--target-processes all" in line and f"--tool {tool}" in line for line in options)
+
+
+def test_exit_status_by_signal(fake_sanitizer, tmp_path):
+    """A gpufilter killed by a signal reads as subprocess reports it: -N."""
+    crash = tmp_path / "crashing-gpufilter"
+    crash.write_text("#!/bin/sh\nkill -TERM $$\n")
+    crash.chmod(0o755)
+    assert Gpufilter(crash, "cuda", "memcheck").run("--version").rc == -15
+
+
+@pytest.mark.parametrize("mode", ["report", "report-unflagged"])
+def test_report_fails_the_test(gf, fake_sanitizer, monkeypatch, mode):
+    """A report fails the test with the log shown, even when the test expects
+    a failure of gpufilter, and even when the tool's exit status is 0."""
+    monkeypatch.setenv("FAKE_SANITIZER", mode)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        Gpufilter(gf.path, "cuda", "memcheck").run("--no-such-option")
+    message = str(failed.value)
+    assert "compute-sanitizer memcheck reported errors" in message
+    assert "Invalid __global__ write of size 4 bytes" in message
+    assert "ERROR SUMMARY: 1 errors" in message
+
+
+def test_cpu_runs_skip_the_sanitizer(gf, fake_sanitizer):
+    r = Gpufilter(gf.path, "cuda", "memcheck").run("--backend", "cpu", "--no-such-option")
+    assert r.rc == 2
+    assert list(fake_sanitizer.iterdir()) == []
