@@ -136,6 +136,7 @@ struct Options {
     int warmup = 3;
     int tile_width = 32, tile_height = 8;  /* every conv2d version ... */
     std::vector<int> version_tile;          /* ... unless V:WxH set one: v*2, v*2+1 */
+    bool tile_given = false;                /* --tile WxH: every version, direct too */
     int device = 0;
     std::string json;
 };
@@ -160,8 +161,9 @@ static void usage(FILE *out)
             "  --reps N          timed runs per row; the median is reported (default 25)\n"
             "  --warmup N        untimed runs before them (default 3)\n"
             "  --tile [V:]WxH    conv2d tile of every version, or of version V only;\n"
-            "                    repeatable (default 32x8; see kernels.h for what the\n"
-            "                    tile means to each version)\n"
+            "                    repeatable (default 32x8, and for the direct version\n"
+            "                    the widest Wx64 that it runs with 256 threads; see\n"
+            "                    kernels.h for what the tile means to each version)\n"
             "  --device N        CUDA device (default 0)\n"
             "  --json FILE       also write the rows to FILE as JSON\n"
             "  -h, --help        show this help and exit\n"
@@ -280,6 +282,7 @@ static void parse_options(int argc, char **argv)
             if (version < 0) {
                 g_opt.tile_width = w;
                 g_opt.tile_height = h;
+                g_opt.tile_given = true;
             } else {
                 if (g_opt.version_tile.size() < (size_t)(2 * version + 2))
                     g_opt.version_tile.resize(2 * version + 2, 0);
@@ -318,13 +321,25 @@ static void parse_options(int argc, char **argv)
         g_opt.kernels = K_ALL;
 }
 
-static void tile_of(int version, int *w, int *h)
+/* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
+ * direct version: the widest Wx64 it runs with 256 threads, one warp of
+ * threads across and 8 down). */
+static void tile_of(int version, conv2d_launch *q)
 {
-    *w = g_opt.tile_width;
-    *h = g_opt.tile_height;
+    q->tile_width = g_opt.tile_width;
+    q->tile_height = g_opt.tile_height;
     if (g_opt.version_tile.size() >= (size_t)(2 * version + 2) && g_opt.version_tile[2 * version] > 0) {
-        *w = g_opt.version_tile[2 * version];
-        *h = g_opt.version_tile[2 * version + 1];
+        q->tile_width = g_opt.version_tile[2 * version];
+        q->tile_height = g_opt.version_tile[2 * version + 1];
+    } else if (version == 4 && !g_opt.tile_given) {
+        for (int w = 256; w >= 8; w /= 2) {
+            q->tile_width = w;
+            q->tile_height = 64;
+            if (conv2d_supports(version, q) && conv2d_block_threads(version, q) == 256)
+                return;
+        }
+        q->tile_width = g_opt.tile_width;
+        q->tile_height = g_opt.tile_height;
     }
 }
 
@@ -846,7 +861,7 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
                                         size_name(cfg).c_str());
         progress(cfg, format("conv2d %s %s", version.c_str(), m.name).c_str());
         conv2d_launch q = p;
-        tile_of(v, &q.tile_width, &q.tile_height);
+        tile_of(v, &q);
         const std::string tile = format("tile %dx%d", q.tile_width, q.tile_height);
         if (!conv2d_supports(v, &q)) {
             add_row(cfg, "conv2d", version, mask_label, Timing(), bytes, (double)cfg.pixels, peer,
@@ -997,59 +1012,6 @@ static void bench_histogram(Config &cfg)
 
 /* ---- reduce ----------------------------------------------------------------------- */
 
-/* The CUB peer's accumulator: what reduce_gpu computes, per channel. */
-template <int C>
-struct alignas(16) Stats {  /* 16: CUB moves its accumulators with vector loads */
-    unsigned int min[C], max[C];
-    unsigned long long sum[C], squares[C];
-};
-
-template <int C>
-struct PixelOf;
-template <>
-struct PixelOf<1> {
-    typedef unsigned char type;
-    __host__ __device__ static unsigned int at(const unsigned char &p, int) { return p; }
-};
-template <>
-struct PixelOf<4> {
-    typedef uchar4 type;
-    __host__ __device__ static unsigned int at(const uchar4 &p, int c)
-    {
-        return c == 0 ? p.x : c == 1 ? p.y : c == 2 ? p.z : p.w;
-    }
-};
-
-template <int C>
-struct ToStats {
-    __host__ __device__ Stats<C> operator()(const typename PixelOf<C>::type &p) const
-    {
-        Stats<C> s;
-        for (int c = 0; c < C; c++) {  /* C is a constant: unrolled */
-            unsigned int v = PixelOf<C>::at(p, c);
-            s.min[c] = s.max[c] = v;
-            s.sum[c] = v;
-            s.squares[c] = (unsigned long long)(v * v);
-        }
-        return s;
-    }
-};
-
-template <int C>
-struct MergeStats {
-    __host__ __device__ Stats<C> operator()(const Stats<C> &a, const Stats<C> &b) const
-    {
-        Stats<C> s;
-        for (int c = 0; c < C; c++) {
-            s.min[c] = a.min[c] < b.min[c] ? a.min[c] : b.min[c];
-            s.max[c] = a.max[c] > b.max[c] ? a.max[c] : b.max[c];
-            s.sum[c] = a.sum[c] + b.sum[c];
-            s.squares[c] = a.squares[c] + b.squares[c];
-        }
-        return s;
-    }
-};
-
 static bool stats_match(const Config &cfg, const unsigned int *min, const unsigned int *max,
                         const unsigned long long *sum, const unsigned long long *squares, std::string *why)
 {
@@ -1064,40 +1026,37 @@ static bool stats_match(const Config &cfg, const unsigned int *min, const unsign
     return true;
 }
 
-template <int C>
+/* CUB's peer of the reduction: cub::DeviceReduce::Reduce of the same
+ * bytes into one 64-bit sum (one statistic of the four; a TransformReduce
+ * into a struct of all four stopped with a misaligned address inside CUB
+ * 3.0 on CUDA 13.0, with or without 16-byte alignment of the struct). */
 static Peer cub_reduce(const Config &cfg)
 {
     Peer peer;
-    peer.name = "cub TransformReduce";
-    if (cfg.pixels > (size_t)INT_MAX) {
+    peer.name = "cub Reduce (sum)";
+    if (cfg.bytes > (size_t)INT_MAX) {
         peer.note = "cub peer skipped (over INT_MAX items)";
         return peer;
     }
-    typedef typename PixelOf<C>::type Pixel;
-    Stats<C> init;
-    for (int c = 0; c < C; c++) {
-        init.min[c] = 0xFFFFFFFFu;
-        init.max[c] = 0;
-        init.sum[c] = init.squares[c] = 0;
-    }
-    Stats<C> *d_out = NULL;
+    unsigned long long *d_out = NULL;
     void *d_temp = NULL;
     size_t temp_bytes = 0;
-    CHECK(cudaMalloc((void **)&d_out, sizeof(Stats<C>)), "allocating the CUB result");
-    const int items = (int)cfg.pixels;
+    CHECK(cudaMalloc((void **)&d_out, sizeof *d_out), "allocating the CUB result");
+    const int items = (int)cfg.bytes;
     auto call = [&](int b) -> cudaError_t {
-        return cub::DeviceReduce::TransformReduce(d_temp, temp_bytes, (const Pixel *)cfg.in[b], d_out, items,
-                                                  MergeStats<C>(), ToStats<C>(), init, g_stream);
+        return cub::DeviceReduce::Reduce(d_temp, temp_bytes, (const unsigned char *)cfg.in[b], d_out, items,
+                                         cuda::std::plus<unsigned long long>(), 0ull, g_stream);
     };
     CHECK(call(0), "sizing the CUB reduction");
     CHECK(cudaMalloc(&d_temp, temp_bytes ? temp_bytes : 1), "allocating CUB scratch");
     CHECK(call(0), "running the CUB reduction");
     CHECK(cudaStreamSynchronize(g_stream), "running the CUB reduction");
-    Stats<C> got;
+    unsigned long long got = 0, want = 0;
     CHECK(cudaMemcpy(&got, d_out, sizeof got, cudaMemcpyDeviceToHost), "downloading the CUB result");
-    std::string why;
-    if (!stats_match(cfg, got.min, got.max, got.sum, got.squares, &why))
-        peer.note = "cub output differs from the CPU reference: " + why;
+    for (int c = 0; c < cfg.channels; c++)
+        want += cfg.stats[c].sum;
+    peer.note = got == want ? "cub: the sum of all bytes only"
+                            : format("cub sum %llu differs from the CPU reference %llu", got, want);
     peer.ms = time_runs([&](int i) { return call(i % cfg.buffers); }, "running the CUB reduction").median;
     cudaFree(d_temp);
     cudaFree(d_out);
@@ -1108,23 +1067,27 @@ static void bench_reduce(Config &cfg)
 {
     progress(cfg, "reduce: CPU reference, CUB");
     ensure_stats(cfg);
-    const Peer peer = cfg.channels == 1 ? cub_reduce<1>(cfg) : cub_reduce<4>(cfg);
+    const Peer peer = cub_reduce(cfg);
     reduce_result *d_range = NULL;
     CHECK(cudaMalloc((void **)&d_range, sizeof *d_range), "allocating the reduction");
-    const std::string what = format("running reduce on %s", size_name(cfg).c_str());
-    progress(cfg, "reduce");
-    CHECK(reduce_gpu(cfg.in[0], cfg.pixels, cfg.channels, d_range, g_stream), what);
-    CHECK(cudaStreamSynchronize(g_stream), what);
-    reduce_result got;
-    CHECK(cudaMemcpy(&got, d_range, sizeof got, cudaMemcpyDeviceToHost), "downloading the reduction");
-    std::string why;
-    if (!stats_match(cfg, got.min, got.max, got.sum, got.sum_squares, &why))
-        die(1, "reduce on %s differs from the CPU reference: %s", size_name(cfg).c_str(), why.c_str());
-    Timing t = time_runs(
-        [&](int i) { return reduce_gpu(cfg.in[i % cfg.buffers], cfg.pixels, cfg.channels, d_range, g_stream); },
-        what);
-    add_row(cfg, "reduce", "one-pass", "-", t, (double)cfg.bytes, (double)cfg.pixels, peer,
-            "min, max, sum, sum of squares");
+    static const char *const names[REDUCE_VERSIONS] = {NULL, "v1 one-pass", "v2 histogram", "v3 dp4a"};
+    for (int v = 1; v < REDUCE_VERSIONS; v++) {
+        const std::string what = format("running reduce %s on %s", names[v], size_name(cfg).c_str());
+        progress(cfg, format("reduce %s", names[v]).c_str());
+        CHECK(reduce_gpu(v, cfg.in[0], cfg.pixels, cfg.channels, d_range, g_stream), what);
+        CHECK(cudaStreamSynchronize(g_stream), what);
+        reduce_result got;
+        CHECK(cudaMemcpy(&got, d_range, sizeof got, cudaMemcpyDeviceToHost), "downloading the reduction");
+        std::string why;
+        if (!stats_match(cfg, got.min, got.max, got.sum, got.sum_squares, &why))
+            die(1, "reduce %s on %s differs from the CPU reference: %s", names[v], size_name(cfg).c_str(),
+                why.c_str());
+        Timing t = time_runs(
+            [&](int i) { return reduce_gpu(v, cfg.in[i % cfg.buffers], cfg.pixels, cfg.channels, d_range, g_stream); },
+            what);
+        add_row(cfg, "reduce", names[v], "-", t, (double)cfg.bytes, (double)cfg.pixels, peer,
+                "min, max, sum, sum of squares");
+    }
     cudaFree(d_range);
 }
 

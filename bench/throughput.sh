@@ -68,7 +68,7 @@ if command -v vips >/dev/null; then
 else
     ROWS+=("$(printf '%-46s %s' "vips" "not installed")")
 fi
-IM=$(command -v magick || command -v convert || true)
+IM=${IM:-$(command -v magick || command -v convert || true)}
 if [ -n "$IM" ]; then
     measure "ImageMagick -morphology Convolve, $J processes" env MAGICK_THREAD_LIMIT=1 IM="$IM" K="$IM_KERNEL" \
         bash -c 'mkdir -p "$0/out-im"; printf "%s\n" "${@}" | xargs -P '"$J"' -I{} sh -c '"'"'"$IM" "$1" -define convolve:scale=! -morphology Convolve "$K" -quality 92 "$2/out-im/$(basename "$1")"'"'"' _ {} "$0"' "$DIR" "${INPUTS[@]}"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# One whole check on a GPU machine, in one command: build what is missing,
+# then run the stages named on the command line, in order, with every log
+# under $LOGS (default $OUT, else out/gpu-check) and a short summary last.
+#
+#   bash bench/gpu_check.sh bench tone sweep test sanitize
+#
+# Stages:
+#   bench     build/gpufilter-bench --kernels conv2d (every version, NPP peer)
+#   tone      build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize
+#   sweep     gpufilter --tile sweep for box3, gaussian5, sobel, gaussian7,
+#             random15 (RGBA) and box3 (gray) on an 8192x8192 image
+#   verbose   gpufilter -v on a 8192x8192 RGBA image: the stage breakdown
+#   quick     test_oracle.py's CUDA-only tests (QUICK_K: their -k filter)
+#   test      make test-gpu (PYTEST_ARGS passed through)
+#   sanitize  the CLI suite's GPU tests under compute-sanitizer memcheck,
+#             racecheck and synccheck (SANITIZE_TESTS picks the files)
+#
+# The stb headers are not installed on the GPU machine: carry .deps (see
+# DESIGN.md). Objects carried in build/ are kept (touched newer than the
+# sources) unless REBUILD=1, so that a kernel built here is the one run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=${LOGS:-${OUT:-out/gpu-check}}
+mkdir -p "$LOGS" out
+export PYTHONUNBUFFERED=1
+STB=${STB_CFLAGS:--I.deps/stb}
+summary=()
+
+note() { summary+=("$*"); echo "== $*"; }
+
+build() {
+    if [ "${REBUILD:-0}" != 1 ] && [ -d build/obj ]; then
+        find build -type f -exec touch {} +
+    fi
+    # the static libdeflate and libturbojpeg the carried objects were built
+    # with, where the GPU machine lacks their headers (carried in .deps/lib)
+    local libs=()
+    [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
+    make -j"$(nproc)" STB_CFLAGS="$STB" "${libs[@]}" all build/cuda-hold bench >"$LOGS/build.log" 2>&1 ||
+        { tail -n 30 "$LOGS/build.log"; note "build: FAILED"; return 1; }
+    [ -n "${OUT:-}" ] && cp build/obj/gpufilter_bench-npp.o "$OUT/" 2>/dev/null  # to carry next time
+    note "build: ok ($(build/gpufilter --version | head -n 1))"
+}
+
+big_image() {  # an 8192x8192 RGBA and a gray PNG made from a test photo
+    [ -f out/big4.png ] && return 0
+    python3 - <<'EOF'
+import numpy as np
+from PIL import Image
+img = np.asarray(Image.open("tests/data/images/astronaut.png").convert("RGBA"))
+big = np.tile(img, (8192 // img.shape[0] + 1, 8192 // img.shape[1] + 1, 1))[:8192, :8192]
+Image.fromarray(np.ascontiguousarray(big)).save("out/big4.png", compress_level=1)
+Image.fromarray(np.ascontiguousarray(big[:, :, 0])).save("out/big1.png", compress_level=1)
+EOF
+}
+
+for stage in "$@"; do
+    case $stage in
+    build) build || exit 1 ;;
+    bench)
+        build/gpufilter-bench --kernels conv2d ${BENCH_ARGS:-} --json "$LOGS/bench-conv2d.json" \
+            >"$LOGS/bench-conv2d.txt" 2>&1
+        note "bench conv2d: rc $? ($LOGS/bench-conv2d.txt)" ;;
+    tone)
+        build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize --json "$LOGS/bench-tone.json" \
+            >"$LOGS/bench-tone.txt" 2>&1
+        note "bench tone: rc $? ($LOGS/bench-tone.txt)" ;;
+    sweep)
+        big_image
+        : >"$LOGS/sweep.txt"
+        for m in box3 gaussian5 sobel gaussian7 random15; do
+            GPUFILTER_MASKS=bench/masks build/gpufilter --backend cuda --tile sweep -m $m out/big4.png \
+                >>"$LOGS/sweep.txt" 2>&1
+            echo >>"$LOGS/sweep.txt"
+        done
+        build/gpufilter --backend cuda --tile sweep -m box3 out/big1.png >>"$LOGS/sweep.txt" 2>&1
+        note "sweep: $(grep -c '^auto' "$LOGS/sweep.txt") sweeps ($LOGS/sweep.txt)" ;;
+    verbose)
+        big_image
+        for m in sobel gaussian5; do
+            build/gpufilter --backend cuda -v -m $m out/big4.png out/big-$m.png 2>&1 | tee -a "$LOGS/verbose.txt"
+        done
+        note "verbose: $LOGS/verbose.txt" ;;
+    ncu)  # hardware counters of version 4 (gaussian3, gray and RGBA) and its SASS
+        ncu --clock-control none -k regex:conv2d_kernel4 -c 4 --section SpeedOfLight \
+            --section Occupancy --section LaunchStats --section WarpStateStats \
+            --section MemoryWorkloadAnalysis --section SchedulerStats \
+            build/gpufilter-bench --kernels conv2d --mask gaussian3 --reps 1 --warmup 0 \
+            >"$LOGS/ncu.txt" 2>&1
+        note "ncu: rc $? ($LOGS/ncu.txt)"
+        cuobjdump -sass build/obj/conv2d.o | awk '/Function : .*conv2d_kernel4ILi1ELi1ELi1ELi3ELi8E/ {p = 1; print; next}
+            /Function : / {p = 0} p' >"$LOGS/sass-kernel4-gray3.txt"
+        note "sass: $(grep -c LDG "$LOGS/sass-kernel4-gray3.txt") LDG, $(grep -c FFMA "$LOGS/sass-kernel4-gray3.txt") FFMA, $(grep -cE 'LDL|STL' "$LOGS/sass-kernel4-gray3.txt") local, $(grep -cE '^ +/\*[0-9a-f]+\*/' "$LOGS/sass-kernel4-gray3.txt") instructions" ;;
+    quick)  # the CUDA-only oracle tests: every kernel version, tile, border
+        python3 -m pytest tests/cli/test_oracle.py -q --backend cuda --gpufilter build/gpufilter \
+            -k "${QUICK_K:-cuda_}" -n "$(nproc)" -p no:cacheprovider >"$LOGS/quick.log" 2>&1
+        rc=$?
+        grep -E '^(FAILED|ERROR)' "$LOGS/quick.log" | head -n 20
+        note "quick: rc $rc: $(tail -n 1 "$LOGS/quick.log")" ;;
+    test)
+        # -v -rfE: every test's name and outcome as it finishes, so that a run
+        # cut short by a time limit still says which test failed
+        make STB_CFLAGS="$STB" test-gpu PYTEST_ARGS="${PYTEST_ARGS:--n $(nproc)} -v -rfE" \
+            >"$LOGS/test-gpu.log" 2>&1
+        rc=$?
+        note "test-gpu: rc $rc: $(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed' "$LOGS/test-gpu.log" | tail -n 1)" ;;
+    sanitize)
+        for tool in memcheck racecheck synccheck; do
+            timeout "${SANITIZE_TIMEOUT:-600}" python3 -m pytest \
+                ${SANITIZE_TESTS:-tests/cli/test_cli.py tests/cli/test_strips.py tests/cli/test_tone.py} \
+                -q --backend cuda --gpufilter build/gpufilter --sanitizer $tool --grid reduced \
+                -n "$(nproc)" -p no:cacheprovider >"$LOGS/sanitize-$tool.log" 2>&1
+            rc=$?
+            note "sanitize $tool: rc $rc: $(grep -E 'compute-sanitizer' "$LOGS/sanitize-$tool.log" | tail -n 1 | cut -c1-160);" \
+                 "$(grep -E '[0-9]+ passed' "$LOGS/sanitize-$tool.log" | tail -n 1)"
+        done ;;
+    *) echo "gpu_check: unknown stage '$stage'"; exit 2 ;;
+    esac
+done
+
+echo
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
+for f in "$LOGS"/bench-conv2d.txt "$LOGS"/bench-tone.txt; do
+    [ -f "$f" ] && grep -E '^(copy|histogram|reduce|scan|lut|equalize) |^conv2d +v[2-9]' "$f" |
+        sed -E 's/  +/ /g' | cut -c1-${SUMMARY_WIDTH:-112}
+done
+exit 0
