@@ -592,8 +592,9 @@ static int upload_band(cuda_backend *b, int y0, int rows)
 static int histograms(cuda_backend *b, int luma)
 {
     if (!b->strips) {
-        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[b->current], pixel_count(b), b->channels, luma,
-                                 b->hist, b->stream), "launching histogram");
+        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[b->current], pixel_count(b),
+                                 b->channels, luma, b->hist, b->stream),
+                   "launching histogram");
         return 0;
     }
     const size_t counters = (size_t)(luma ? 1 : b->channels) * GF_BINS;
@@ -602,8 +603,9 @@ static int histograms(cuda_backend *b, int luma)
         const int rows = band_rows(b, y0);
         if (upload_band(b, y0, rows) < 0)
             return -1;
-        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width, b->channels, luma,
-                                 b->hist, b->stream), "launching histogram");
+        CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width,
+                                 b->channels, luma, b->hist, b->stream),
+                   "launching histogram");
         CUDA_CHECK(copy_to_host(b, band, b->hist, counters * sizeof band[0]),
                    "downloading histograms");
         for (size_t i = 0; i < counters; i++)
