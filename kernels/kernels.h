@@ -65,32 +65,34 @@ typedef struct {
     const float *host_column_weights;  /* mask_height */
 } conv2d_launch;
 
-/* Short name of a version ("naive", "tiled", "blocked", "separable"), NULL
- * past the ladder. */
+/* Short name of a version ("naive", "tiled", "blocked", "separable",
+ * "direct"), NULL past the ladder. */
 const char *conv2d_version_name(int version);
 /* Whether a version can run this launch: 1 or 0. Version 2 needs a tile it
  * can use (see tile_width above) and the weights (device, or host copies);
  * version 3 also needs mask_count == 1 and the factors (row_weights and
  * column_weights, or their host copies, or integer host_weights it can
- * factor itself). */
+ * factor itself); version 4 needs host_weights and a mask it runs (see
+ * tile_width above). */
 int conv2d_supports(int version, const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
-/* Dynamic shared memory a launch of this version needs (0 for naive): exact,
+/* Dynamic shared memory a launch of this version needs (0 for naive and
+ * direct): exact,
  * for tile_width x tile_height and this mask and channel count. */
 size_t conv2d_shared_bytes(int version, const conv2d_launch *p);
 /* Threads per block of a launch of this version with this tile:
  * tile_width * tile_height for versions 0 and 1, (tile_width / Q) *
- * (tile_height / P) for version 2, tile_width * tile_height / 8 for version
- * 3; 0 when conv2d_supports() is 0. */
+ * (tile_height / P) for versions 2 and 4 (version 4: P = 8), tile_width *
+ * tile_height / 8 for version 3; 0 when conv2d_supports() is 0. */
 int conv2d_block_threads(int version, const conv2d_launch *p);
-/* The __global__ function a launch would use, for the occupancy API. Version
- * 2 and 3 have one instantiation per mask size class, matrix count and
- * channel layout: conv2d_kernel_for() names the one this launch runs;
+/* The __global__ function a launch would use, for the occupancy API.
+ * Versions 2 to 4 have one instantiation per mask size class, matrix count
+ * and channel layout: conv2d_kernel_for() names the one this launch runs;
  * conv2d_kernel_entry() the generic one for 'channels' (all channels
- * filtered, one matrix, weights as parameters). */
+ * filtered, one matrix, weights as parameters; version 4: its 3x3 one). */
 const void *conv2d_kernel_entry(int version, int channels);
 const void *conv2d_kernel_for(int version, const conv2d_launch *p);
 /* The grid a launch of this version uses (0 x 0 when it cannot run). */
