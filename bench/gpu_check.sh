@@ -3,26 +3,37 @@
 # then run the stages named on the command line, in order, with every log
 # under $LOGS (default $OUT, else out/gpu-check) and a short summary last.
 #
-#   bash bench/gpu_check.sh bench tone sweep test sanitize
+#   bash bench/gpu_check.sh build bench tone sweep test sanitize
 #
 # Stages:
+#   build     make all, build/cuda-hold and the bench (first, always)
 #   bench     build/gpufilter-bench --kernels conv2d (every version, NPP peer)
 #   tone      build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize
 #   sweep     gpufilter --tile sweep for box3, gaussian5, sobel, gaussian7,
 #             random15 (RGBA) and box3 (gray) on an 8192x8192 image
 #   verbose   gpufilter -v on a 8192x8192 RGBA image: the stage breakdown
+#   ncu       Nsight Compute on the direct kernel (gaussian3, gray and RGBA)
+#             and the instruction counts of its SASS
 #   quick     test_oracle.py's CUDA-only tests (QUICK_K: their -k filter)
 #   test      make test-gpu (PYTEST_ARGS passed through)
 #   sanitize  the CLI suite's GPU tests under compute-sanitizer memcheck,
 #             racecheck and synccheck (SANITIZE_TESTS picks the files)
 #
-# The stb headers are not installed on the GPU machine: carry .deps (see
-# DESIGN.md). Objects carried in build/ are kept (touched newer than the
+# At most 8 files come back from a device call, so a run of every stage
+# writes 8 logs at most: JSON only with BENCH_JSON=1, the bench object (to
+# carry next time) only with KEEP_BENCH_OBJ=1, the SASS into ncu.txt, the
+# verbose lines into sweep.txt, the three sanitizers into sanitize.log.
+#
+# The stb headers are not installed on the GPU machine, nor libdeflate's
+# and libturbojpeg's: carry .deps, holding .deps/stb (see DESIGN.md) and
+# .deps/lib/libdeflate.a and libturbojpeg.a, which the carried objects
+# link. Objects carried in build/ are kept (touched newer than the
 # sources) unless REBUILD=1, so that a kernel built here is the one run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-${OUT:-out/gpu-check}}
 mkdir -p "$LOGS" out
+rm -f "$LOGS/sweep.txt" "$LOGS/sanitize.log"  # the stages that append
 export PYTHONUNBUFFERED=1
 STB=${STB_CFLAGS:--I.deps/stb}
 summary=()
@@ -39,7 +50,8 @@ build() {
     [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
     make -j"$(nproc)" STB_CFLAGS="$STB" "${libs[@]}" all build/cuda-hold bench >"$LOGS/build.log" 2>&1 ||
         { tail -n 30 "$LOGS/build.log"; note "build: FAILED"; return 1; }
-    [ -n "${OUT:-}" ] && cp build/obj/gpufilter_bench-npp.o "$OUT/" 2>/dev/null  # to carry next time
+    [ -n "${OUT:-}" ] && [ "${KEEP_BENCH_OBJ:-0}" = 1 ] &&
+        cp build/obj/gpufilter_bench-npp.o "$OUT/"  # to carry next time
     note "build: ok ($(build/gpufilter --version | head -n 1))"
 }
 
@@ -59,16 +71,17 @@ for stage in "$@"; do
     case $stage in
     build) build || exit 1 ;;
     bench)
-        build/gpufilter-bench --kernels conv2d ${BENCH_ARGS:-} --json "$LOGS/bench-conv2d.json" \
+        build/gpufilter-bench --kernels conv2d ${BENCH_ARGS:-} \
+            ${BENCH_JSON:+--json "$LOGS/bench-conv2d.json"} \
             >"$LOGS/bench-conv2d.txt" 2>&1
         note "bench conv2d: rc $? ($LOGS/bench-conv2d.txt)" ;;
     tone)
-        build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize --json "$LOGS/bench-tone.json" \
+        build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize \
+            ${BENCH_JSON:+--json "$LOGS/bench-tone.json"} \
             >"$LOGS/bench-tone.txt" 2>&1
         note "bench tone: rc $? ($LOGS/bench-tone.txt)" ;;
     sweep)
         big_image
-        : >"$LOGS/sweep.txt"
         for m in box3 gaussian5 sobel gaussian7 random15; do
             GPUFILTER_MASKS=bench/masks build/gpufilter --backend cuda --tile sweep -m $m out/big4.png \
                 >>"$LOGS/sweep.txt" 2>&1
@@ -79,9 +92,9 @@ for stage in "$@"; do
     verbose)
         big_image
         for m in sobel gaussian5; do
-            build/gpufilter --backend cuda -v -m $m out/big4.png out/big-$m.png 2>&1 | tee -a "$LOGS/verbose.txt"
+            build/gpufilter --backend cuda -v -m $m out/big4.png out/big-$m.png 2>&1 | tee -a "$LOGS/sweep.txt"
         done
-        note "verbose: $LOGS/verbose.txt" ;;
+        note "verbose: in $LOGS/sweep.txt" ;;
     ncu)  # hardware counters of version 4 (gaussian3, gray and RGBA) and its SASS
         ncu --clock-control none -k regex:conv2d_kernel4 -c 4 --section SpeedOfLight \
             --section Occupancy --section LaunchStats --section WarpStateStats \
@@ -90,8 +103,9 @@ for stage in "$@"; do
             >"$LOGS/ncu.txt" 2>&1
         note "ncu: rc $? ($LOGS/ncu.txt)"
         cuobjdump -sass build/obj/conv2d.o | awk '/Function : .*conv2d_kernel4ILi1ELi1ELi1ELi3ELi8E/ {p = 1; print; next}
-            /Function : / {p = 0} p' >"$LOGS/sass-kernel4-gray3.txt"
-        note "sass: $(grep -c LDG "$LOGS/sass-kernel4-gray3.txt") LDG, $(grep -c FFMA "$LOGS/sass-kernel4-gray3.txt") FFMA, $(grep -cE 'LDL|STL' "$LOGS/sass-kernel4-gray3.txt") local, $(grep -cE '^ +/\*[0-9a-f]+\*/' "$LOGS/sass-kernel4-gray3.txt") instructions" ;;
+            /Function : / {p = 0} p' >/tmp/sass-kernel4-gray3.txt
+        cat /tmp/sass-kernel4-gray3.txt >>"$LOGS/ncu.txt"
+        note "sass: $(grep -c LDG /tmp/sass-kernel4-gray3.txt) LDG, $(grep -c FFMA /tmp/sass-kernel4-gray3.txt) FFMA, $(grep -cE 'LDL|STL' /tmp/sass-kernel4-gray3.txt) local, $(grep -cE '^ +/\*[0-9a-f]+\*/' /tmp/sass-kernel4-gray3.txt) instructions" ;;
     quick)  # the CUDA-only oracle tests: every kernel version, tile, border
         python3 -m pytest tests/cli/test_oracle.py -q --backend cuda --gpufilter build/gpufilter \
             -k "${QUICK_K:-cuda_}" -n "$(nproc)" -p no:cacheprovider >"$LOGS/quick.log" 2>&1
@@ -110,10 +124,11 @@ for stage in "$@"; do
             timeout "${SANITIZE_TIMEOUT:-600}" python3 -m pytest \
                 ${SANITIZE_TESTS:-tests/cli/test_cli.py tests/cli/test_strips.py tests/cli/test_tone.py} \
                 -q --backend cuda --gpufilter build/gpufilter --sanitizer $tool --grid reduced \
-                -n "$(nproc)" -p no:cacheprovider >"$LOGS/sanitize-$tool.log" 2>&1
+                -n "$(nproc)" -p no:cacheprovider >/tmp/sanitize-$tool.log 2>&1
             rc=$?
-            note "sanitize $tool: rc $rc: $(grep -E 'compute-sanitizer' "$LOGS/sanitize-$tool.log" | tail -n 1 | cut -c1-160);" \
-                 "$(grep -E '[0-9]+ passed' "$LOGS/sanitize-$tool.log" | tail -n 1)"
+            cat /tmp/sanitize-$tool.log >>"$LOGS/sanitize.log"
+            note "sanitize $tool: rc $rc: $(grep -E 'compute-sanitizer' /tmp/sanitize-$tool.log | tail -n 1 | cut -c1-160);" \
+                 "$(grep -E '[0-9]+ passed' /tmp/sanitize-$tool.log | tail -n 1)"
         done ;;
     *) echo "gpu_check: unknown stage '$stage'"; exit 2 ;;
     esac
