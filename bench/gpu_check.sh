@@ -17,7 +17,9 @@
 #   quick     test_oracle.py's CUDA-only tests (QUICK_K: their -k filter)
 #   test      make test-gpu (PYTEST_ARGS passed through)
 #   sanitize  the CLI suite's GPU tests under compute-sanitizer memcheck,
-#             racecheck and synccheck (SANITIZE_TESTS picks the files)
+#             racecheck and synccheck (SANITIZE_TESTS picks the files,
+#             SANITIZE_TOOLS the tools, SANITIZE_ARGS adds pytest options
+#             such as --part I/N, SANITIZE_TIMEOUT bounds each tool's run)
 #
 # At most 8 files come back from a device call, so a run of every stage
 # writes 8 logs at most: JSON only with BENCH_JSON=1, the bench object (to
@@ -113,22 +115,30 @@ for stage in "$@"; do
         grep -E '^(FAILED|ERROR)' "$LOGS/quick.log" | head -n 20
         note "quick: rc $rc: $(tail -n 1 "$LOGS/quick.log")" ;;
     test)
-        # -v -rfE: every test's name and outcome as it finishes, so that a run
-        # cut short by a time limit still says which test failed
-        make STB_CFLAGS="$STB" test-gpu PYTEST_ARGS="${PYTEST_ARGS:--n $(nproc)} -v -rfE" \
+        # -vv (the Makefile passes -q): every test's name and outcome as it
+        # finishes, so that a run cut short by a time limit still says which
+        # test failed
+        make STB_CFLAGS="$STB" test-gpu PYTEST_ARGS="${PYTEST_ARGS:--n $(nproc)} -vv -rfE" \
             >"$LOGS/test-gpu.log" 2>&1
         rc=$?
         note "test-gpu: rc $rc: $(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed' "$LOGS/test-gpu.log" | tail -n 1)" ;;
     sanitize)
-        for tool in memcheck racecheck synccheck; do
-            timeout "${SANITIZE_TIMEOUT:-600}" python3 -m pytest \
+        # SANITIZE_TOOLS: which of the three; SANITIZE_ARGS: more pytest options
+        # (--part I/N, -k). The logs go to a known folder, so that the
+        # processes checked are counted even when the time limit cuts the run.
+        for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+            folder=/tmp/sanitize-$tool; rm -rf "$folder"
+            GPUFILTER_SANITIZER_LOGS=$folder timeout "${SANITIZE_TIMEOUT:-600}" python3 -m pytest \
                 ${SANITIZE_TESTS:-tests/cli/test_cli.py tests/cli/test_strips.py tests/cli/test_tone.py} \
-                -q --backend cuda --gpufilter build/gpufilter --sanitizer $tool --grid reduced \
-                -n "$(nproc)" -p no:cacheprovider >/tmp/sanitize-$tool.log 2>&1
+                -q -rfE --backend cuda --gpufilter build/gpufilter --sanitizer $tool --grid reduced \
+                -n "$(nproc)" -p no:cacheprovider ${SANITIZE_ARGS:-} >/tmp/sanitize-$tool.log 2>&1
             rc=$?
             cat /tmp/sanitize-$tool.log >>"$LOGS/sanitize.log"
-            note "sanitize $tool: rc $rc: $(grep -E 'compute-sanitizer' /tmp/sanitize-$tool.log | tail -n 1 | cut -c1-160);" \
-                 "$(grep -E '[0-9]+ passed' /tmp/sanitize-$tool.log | tail -n 1)"
+            grep -E '^(FAILED|ERROR)' /tmp/sanitize-$tool.log | head -n 10
+            note "sanitize $tool: rc $rc: $(python3 -c "import sys; sys.path.insert(0, 'tests/cli')
+from conftest import sanitizer_summary, format_sanitizer_summary as f
+print(f('$tool', sanitizer_summary('$folder')))" | cut -c1-160);" \
+                 "$(grep -E '[0-9]+ (passed|failed)' /tmp/sanitize-$tool.log | tail -n 1)"
         done ;;
     *) echo "gpu_check: unknown stage '$stage'"; exit 2 ;;
     esac

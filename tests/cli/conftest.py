@@ -73,8 +73,13 @@ def pytest_configure(config):
     if config.getoption("--backend") == "cuda" and workerinput is None:
         _start_cuda_hold(config)
     if config.getoption("--sanitizer") and workerinput is None:
-        # workers inherit the folder through the environment
-        os.environ["GPUFILTER_SANITIZER_LOGS"] = tempfile.mkdtemp(prefix="gpufilter-sanitizer-")
+        # workers inherit the folder through the environment; a folder given
+        # there already is kept, so that a run cut short can still be counted
+        folder = os.environ.get("GPUFILTER_SANITIZER_LOGS")
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        else:
+            os.environ["GPUFILTER_SANITIZER_LOGS"] = tempfile.mkdtemp(prefix="gpufilter-sanitizer-")
 
 
 def _start_cuda_hold(config):
@@ -374,11 +379,11 @@ def check_cuda_matches_cpu(gf, backend):
     """With --backend cuda: run the same job on the CPU backend too and
     compare; with --backend cpu: nothing to do."""
 
-    def check(tmp_path, img, got, masks=(), border=None, extra=(), tag="x"):
+    def check(tmp_path, img, got, masks=(), border=None, extra=(), tag="x", ties=None):
         if backend != "cuda":
             return
         ref = gf.apply(tmp_path, img, masks, border, backend="cpu", extra=extra,
                        tag=tag + "-cpuref")
-        gftest.assert_close(got, ref, what="cuda vs cpu backend")
+        gftest.assert_close(got, ref, what="cuda vs cpu backend", ties=ties)
 
     return check

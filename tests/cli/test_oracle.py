@@ -11,7 +11,7 @@ import scipy.ndimage as ndi
 from conftest import stable_nodeid
 from gftest import (BORDERS, apply_mask, apply_masks, assert_close, assert_equal_image,
                     builtin_mask_names, correlate, format_matrix, load_mask, parse_mask,
-                    photo_with_channels, random_image, read_png, write_png)
+                    photo_with_channels, random_image, read_png, rounding_ties, write_png)
 
 MASKS = builtin_mask_names()
 CHANNELS = [1, 2, 3, 4]
@@ -30,19 +30,20 @@ def make_input(rng, size, channels):
 
 
 def run_and_check(gf, tmp_path, rng_img, masks, border, check_cuda, extra=(),
-                  filter_alpha=False, want=None, tag="x"):
+                  filter_alpha=False, want=None, tag="x", ties=None):
     """Filter img with the backend under test; compare with the CPU backend
-    (cuda runs) and with the oracle. Returns the output."""
+    (cuda runs) and with the oracle, a difference of one allowed where ties
+    marks an exact rounding boundary. Returns the output."""
     img = rng_img
     got = gf.apply(tmp_path, img, masks, border, extra=extra, tag=tag)
     assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
     c = img.shape[2]
     if c in (2, 4) and not filter_alpha:
         assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")
-    check_cuda(tmp_path, img, got, masks, border, extra=extra, tag=tag)
+    check_cuda(tmp_path, img, got, masks, border, extra=extra, tag=tag, ties=ties)
     if want is None:
         want = apply_masks(img, masks, border or "nearest", filter_alpha)
-    assert_close(got, want, what=f"{' '.join(masks)} border={border} vs oracle")
+    assert_close(got, want, what=f"{' '.join(masks)} border={border} vs oracle", ties=ties)
     return got
 
 
@@ -330,6 +331,30 @@ def test_invert_exact(gf, rng, tmp_path):
     assert_equal_image(got[:, :, 3], img[:, :, 3], what="alpha")
 
 
+def test_rounding_ties_selfcheck():
+    """rounding_ties marks exactly the values on k + 1/2, and assert_close
+    excuses a difference of one there and nowhere else."""
+    img = np.arange(12, dtype=np.uint8).reshape(3, 4, 1)
+    half = parse_mask("1 1 2 0\n1\n")  # v / 2: odd v are ties
+    ties = rounding_ties(img, half)
+    assert_equal_image(ties[:, :, 0], img[:, :, 0] % 2 == 1)
+    thirds = parse_mask("combine sum\n1 1 3 0\n1\n1 1 6 0\n1\n")  # v/3 + v/6 = v/2
+    assert_equal_image(rounding_ties(img, thirds), ties)
+    want = apply_mask(img, half)
+    other = want.copy()
+    other[ties] += 1
+    assert_close(other, want, fraction=0.0, ties=ties)
+    with pytest.raises(AssertionError, match="at exact rounding ties"):
+        assert_close(other, want, fraction=0.0, ties=ties & (img > 4))
+    other[0, 0, 0] += 1  # 0 is no tie
+    with pytest.raises(AssertionError, match="1 of 12 values differ"):
+        assert_close(other, want, fraction=0.0, ties=ties)
+    other = want.copy()
+    other[0, 1, 0] += 2  # a tie, but off by two
+    with pytest.raises(AssertionError, match=r"max \|diff\| 2"):
+        assert_close(other, want, fraction=0.0, ties=ties)
+
+
 def test_round_half_to_even(gf, tmp_path):
     """v / 2 for every pixel value: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 3.5 -> 4 ..."""
     img = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
@@ -393,8 +418,9 @@ def test_combine(gf, rng, tmp_path, check_cuda_matches_cpu, combine, count, w, h
     for channels, size in [(3, (257, 131)), (2, (2, 3))]:
         img = make_input(rng, size, channels)
         want = apply_mask(img, mask, border)
+        # several matrices, each with its own scale: some sums are exact ties
         run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu,
-                      want=want, tag=f"c{channels}")
+                      want=want, tag=f"c{channels}", ties=rounding_ties(img, mask, border))
 
 
 def test_combine_differs_from_first_matrix(gf, rng, tmp_path):
