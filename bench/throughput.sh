@@ -39,11 +39,12 @@ measure() {  # label, command...
         return
     fi
     end=$(date +%s.%N)
-    secs=$(echo "$end - $start" | bc -l)
-    rate=$(echo "$N / $secs" | bc -l)
+    # awk, not bc: the GPU machine has no bc
+    secs=$(awk "BEGIN { print $end - $start }")
+    rate=$(awk "BEGIN { print $N / $secs }")
     [ -z "$base_rate" ] && base_rate=$rate
     ROWS+=("$(printf '%-46s %8.2f s %8.2f img/s %6.0f%%' "$label" "$secs" "$rate" \
-               "$(echo "100 * $rate / $base_rate" | bc -l)")")
+               "$(awk "BEGIN { print 100 * $rate / $base_rate }")")")
 }
 
 measure "decode + encode only (gpufilter, no op)" \
