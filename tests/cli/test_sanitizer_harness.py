@@ -4,10 +4,13 @@ gpufilter runs under a fake compute-sanitizer placed first on PATH."""
 
 import os
 import stat
+import threading
+import time
 
 import pytest
 
-from conftest import Gpufilter, format_sanitizer_summary, sanitizer_summary
+from conftest import (Gpufilter, format_sanitizer_summary, gpu_turn, repeated_runs,
+                      sanitizer_summary)
 
 # Logs as compute-sanitizer writes them (--log-file), one process each.
 MEMCHECK_CLEAN = """\
@@ -110,10 +113,20 @@ while [ $# -gt 0 ]; do
 done
 "$@"
 status=$?
-errors=0
+errors=0 internal=0
 case $FAKE_SANITIZER in report*) errors=1 ;; esac
+marker=$(dirname "$log")/internal-done
+case $FAKE_SANITIZER in
+    internal-always) internal=1 ;;
+    internal-once) [ -e "$marker" ] || { internal=1; : > "$marker"; } ;;
+esac
 {
     echo "========= COMPUTE-SANITIZER"
+    if [ $internal = 1 ]; then
+        echo "========= Internal Sanitizer Error: Detected a failure to track a kernel launch." \
+             "Future records might be incomplete"
+        errors=1
+    fi
     if [ $errors = 1 ]; then
         echo "========= Invalid __global__ write of size 4 bytes"
         echo "=========     at conv2d_naive(const float *, float *, int, int)+0x90 in conv2d.cu:42"
@@ -125,7 +138,7 @@ case $FAKE_SANITIZER in report*) errors=1 ;; esac
     fi
 } > "$log"
 case $FAKE_SANITIZER in
-    lossy|report-unflagged) exit 0 ;;
+    lossy|report-unflagged|internal*) exit 0 ;;
     faithful) exit $status ;;
     report) exit $code ;;
 esac
@@ -166,7 +179,9 @@ def test_exit_status_under_sanitizer(gf, fake_sanitizer, monkeypatch, tmp_path, 
     summary = sanitizer_summary(fake_sanitizer)
     assert summary["processes"] == 3 and summary["errors"] == 0, summary
     assert ("hazards" in summary) == (tool == "racecheck")
-    assert sorted(p.suffix for p in fake_sanitizer.iterdir()) == [".log"] * 3  # no side files left
+    # no side files left (the lock files of gpu_turn aside)
+    assert sorted(p.suffix for p in fake_sanitizer.iterdir() if not p.name.startswith(".")) == \
+        [".log"] * 3
     # the tool follows the shell's child, gpufilter, and was told to
     options = (tmp_path / "args").read_text().splitlines()
     assert all("--target-processes all" in line and f"--tool {tool}" in line for line in options)
@@ -197,3 +212,60 @@ def test_cpu_runs_skip_the_sanitizer(gf, fake_sanitizer):
     r = Gpufilter(gf.path, "cuda", "memcheck").run("--backend", "cpu", "--no-such-option")
     assert r.rc == 2
     assert list(fake_sanitizer.iterdir()) == []
+
+
+def test_internal_error_is_repeated_alone(gf, fake_sanitizer, monkeypatch, tmp_path):
+    """The tool's own failure (not a finding) makes the harness run the
+    command again; a clean second run passes, and is what the summary counts."""
+    monkeypatch.setenv("FAKE_SANITIZER", "internal-once")
+    r = Gpufilter(gf.path, "cuda", "racecheck").run("-m", "no-such-mask", "in.png", "out.png")
+    assert r.rc == 2, r.describe()
+    assert len((tmp_path / "args").read_text().splitlines()) == 2  # run twice
+    assert repeated_runs(fake_sanitizer) == 1
+    summary = sanitizer_summary(fake_sanitizer)
+    assert summary["processes"] == 1 and summary["errors"] == 0, summary
+
+
+def test_internal_error_twice_fails(gf, fake_sanitizer, monkeypatch, tmp_path):
+    monkeypatch.setenv("FAKE_SANITIZER", "internal-always")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        Gpufilter(gf.path, "cuda", "racecheck").run("--version")
+    assert "Internal Sanitizer Error" in str(failed.value)
+    assert len((tmp_path / "args").read_text().splitlines()) == 2
+
+
+def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
+    """A run that must be alone starts only when the shared runs have ended,
+    and holds back runs that come after it."""
+    events = []
+    shared_in = threading.Event()
+    release_shared = threading.Event()
+
+    def shared(name, started=None):
+        with gpu_turn(tmp_path, alone=False):
+            events.append(f"{name} in")
+            if started:
+                started.set()
+            release_shared.wait(5)
+            events.append(f"{name} out")
+
+    def alone():
+        with gpu_turn(tmp_path, alone=True):
+            events.append("alone in")
+            time.sleep(0.2)
+            events.append("alone out")
+
+    first = threading.Thread(target=shared, args=("first", shared_in))
+    first.start()
+    assert shared_in.wait(5)
+    lone = threading.Thread(target=alone)
+    lone.start()
+    time.sleep(0.2)
+    later = threading.Thread(target=shared, args=("later",))
+    later.start()
+    time.sleep(0.2)
+    assert events == ["first in"]  # the alone run waits, and so does the later one
+    release_shared.set()
+    for t in (first, lone, later):
+        t.join(5)
+    assert events == ["first in", "first out", "alone in", "alone out", "later in", "later out"]
