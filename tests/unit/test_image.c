@@ -707,10 +707,24 @@ static void test_handmade_png(void **state)
 
 /* ------------------------------------------------------------ formats */
 
+typedef struct { const char *s; gf_format f; } format_case;
+
+/* fn(s) == f for every case; prints the case that fails. */
+static void check_format_cases(gf_format (*fn)(const char *), const char *fn_name,
+                               const format_case *cases, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (fn(cases[i].s) != cases[i].f)
+            print_error("%s(\"%s\") = %d, want %d\n", fn_name, cases[i].s, fn(cases[i].s),
+                        cases[i].f);
+        assert_int_equal(fn(cases[i].s), cases[i].f);
+    }
+}
+
 static void test_format_names(void **state)
 {
     (void)state;
-    static const struct { const char *s; gf_format f; } names[] = {
+    static const format_case names[] = {
         { "png", GF_FORMAT_PNG }, { "PNG", GF_FORMAT_PNG }, { "Png", GF_FORMAT_PNG },
         { "jpg", GF_FORMAT_JPEG }, { "jpeg", GF_FORMAT_JPEG }, { "JPG", GF_FORMAT_JPEG },
         { "JPEG", GF_FORMAT_JPEG }, { "bmp", GF_FORMAT_BMP }, { "BMP", GF_FORMAT_BMP },
@@ -719,13 +733,9 @@ static void test_format_names(void **state)
         { "pngx", GF_FORMAT_NONE }, { ".png", GF_FORMAT_NONE }, { "jpe", GF_FORMAT_NONE },
         { "webp", GF_FORMAT_NONE }, { "png ", GF_FORMAT_NONE },
     };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (gf_format_from_name(names[i].s) != names[i].f)
-            print_error("gf_format_from_name(\"%s\") = %d, want %d\n", names[i].s,
-                        gf_format_from_name(names[i].s), names[i].f);
-        assert_int_equal(gf_format_from_name(names[i].s), names[i].f);
-    }
-    static const struct { const char *s; gf_format f; } paths[] = {
+    check_format_cases(gf_format_from_name, "gf_format_from_name", names,
+                       sizeof names / sizeof names[0]);
+    static const format_case paths[] = {
         { "out.png", GF_FORMAT_PNG }, { "OUT.PNG", GF_FORMAT_PNG }, { "/a/b/c.jpg", GF_FORMAT_JPEG },
         { "photo.jpeg", GF_FORMAT_JPEG }, { "x.JPG", GF_FORMAT_JPEG }, { "dir/x.bmp", GF_FORMAT_BMP },
         { "x.tga", GF_FORMAT_TGA }, { "archive.tar.png", GF_FORMAT_PNG }, { "a.png.gif", GF_FORMAT_NONE },
@@ -733,12 +743,8 @@ static void test_format_names(void **state)
         { "-", GF_FORMAT_NONE }, { "", GF_FORMAT_NONE }, { "./out.png", GF_FORMAT_PNG },
         { "x.", GF_FORMAT_NONE }, { "../pictures/x.tga", GF_FORMAT_TGA },
     };
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        if (gf_format_from_path(paths[i].s) != paths[i].f)
-            print_error("gf_format_from_path(\"%s\") = %d, want %d\n", paths[i].s,
-                        gf_format_from_path(paths[i].s), paths[i].f);
-        assert_int_equal(gf_format_from_path(paths[i].s), paths[i].f);
-    }
+    check_format_cases(gf_format_from_path, "gf_format_from_path", paths,
+                       sizeof paths / sizeof paths[0]);
     /* every known format's name maps back to it */
     static const gf_format all[] = { GF_FORMAT_PNG, GF_FORMAT_JPEG, GF_FORMAT_BMP, GF_FORMAT_TGA };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
