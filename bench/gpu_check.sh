@@ -123,7 +123,9 @@ for stage in "$@"; do
         rc=$?
         note "test-gpu: rc $rc: $(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed' "$LOGS/test-gpu.log" | tail -n 1)" ;;
     sanitize)
-        # SANITIZE_TOOLS: which of the three; SANITIZE_ARGS: more pytest options
+        # SANITIZE_TOOLS: which of the three; SANITIZE_ARGS: more pytest options,
+        # read with the shell's quoting (-k "a or b" stays one option value)
+        eval "extra=(${SANITIZE_ARGS:-})"
         # (--part I/N, -k). The logs go to a known folder, so that the
         # processes checked are counted even when the time limit cuts the run.
         for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
@@ -131,7 +133,7 @@ for stage in "$@"; do
             GPUFILTER_SANITIZER_LOGS=$folder timeout "${SANITIZE_TIMEOUT:-600}" python3 -m pytest \
                 ${SANITIZE_TESTS:-tests/cli/test_cli.py tests/cli/test_strips.py tests/cli/test_tone.py} \
                 -q -rfE --backend cuda --gpufilter build/gpufilter --sanitizer $tool --grid reduced \
-                -n "$(nproc)" -p no:cacheprovider ${SANITIZE_ARGS:-} >/tmp/sanitize-$tool.log 2>&1
+                -n "$(nproc)" -p no:cacheprovider "${extra[@]}" >/tmp/sanitize-$tool.log 2>&1
             rc=$?
             cat /tmp/sanitize-$tool.log >>"$LOGS/sanitize.log"
             grep -E '^(FAILED|ERROR)' /tmp/sanitize-$tool.log | head -n 10
