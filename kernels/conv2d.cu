@@ -691,6 +691,26 @@ __device__ __forceinline__ void conv2d_row2(float (&acc)[P][Q][K][CF], const flo
     }
 }
 
+/* One output row of Q pixels: value(s) finishes the K matrix sums s of a
+ * pixel and channel (versions 2 and 4 pass their own finishing). */
+template <int C, int CF, int K, int Q, class Value>
+__device__ __forceinline__ void conv2d_finish_row(const float (&acc)[Q][K][CF],
+                                                  const fast_header &h, int y, int x, Value value)
+{
+    float fv[Q][CF];
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            float s[K];
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                s[k] = acc[q][k][c];
+            fv[q][c] = value(s);
+        }
+    conv2d_store<C, CF, Q>(h, y, x, fv);
+}
+
 template <int C, int CF, int K, int P, int Q, int MODE, int COMB>
 __device__ __forceinline__ void conv2d_emit2(const float (&acc)[P][Q][K][CF], const fast_header &h,
                                              int y, int x)
@@ -699,18 +719,9 @@ __device__ __forceinline__ void conv2d_emit2(const float (&acc)[P][Q][K][CF], co
     for (int j = 0; j < P; j++) {
         if (y + j >= h.height)
             break;
-        float fv[Q][CF];
-#pragma unroll
-        for (int q = 0; q < Q; q++)
-#pragma unroll
-            for (int c = 0; c < CF; c++) {
-                float s[K];
-#pragma unroll
-                for (int k = 0; k < K; k++)
-                    s[k] = acc[j][q][k][c];
-                fv[q][c] = conv2d_value<MODE, COMB, K>(s, h);
-            }
-        conv2d_store<C, CF, Q>(h, y + j, x, fv);
+        conv2d_finish_row<C, CF, K, Q>(acc[j], h, y + j, x, [&](const float (&s)[K]) {
+            return conv2d_value<MODE, COMB, K>(s, h);
+        });
     }
 }
 
@@ -1155,21 +1166,11 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                             acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
                 }
         const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-        if (j >= 0) {
-            float fv[Q][CF];
-#pragma unroll
-            for (int q = 0; q < Q; q++)
-#pragma unroll
-                for (int c = 0; c < CF; c++) {
-                    float s[K];
-#pragma unroll
-                    for (int k = 0; k < K; k++)
-                        s[k] = acc[M - 1][q][k][c];
-                    fv[q][c] = div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
-                                   : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
-                }
-            conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
-        }
+        if (j >= 0)
+            conv2d_finish_row<C, CF, K, Q>(acc[M - 1], h, y0 + j, x, [&](const float (&s)[K]) {
+                return div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
+                           : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
+            });
 #pragma unroll
         for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
 #pragma unroll

@@ -59,15 +59,22 @@ __global__ void lut_auto_level_kernel(const reduce_result *range, int colour, un
     gf_stretch_lut(lo, hi, lut);
 }
 
+/* The block's copy of the tables: one, or one per colour channel. */
+__device__ __forceinline__ void lut_stage_table(unsigned char *table, const unsigned char *lut,
+                                                int colour, int per_channel)
+{
+    const int tables = per_channel ? colour : 1;
+    for (int i = threadIdx.x; i < tables * GF_BINS; i += blockDim.x)
+        table[i] = lut[i];
+    __syncthreads();
+}
+
 template <int C>
 __global__ void lut_apply_kernel1(unsigned char *pixels, size_t count, int colour,
                                   const unsigned char *lut, int per_channel)
 {
     __shared__ unsigned char table[3 * GF_BINS];
-    const int tables = per_channel ? colour : 1;
-    for (int i = threadIdx.x; i < tables * GF_BINS; i += blockDim.x)
-        table[i] = lut[i];
-    __syncthreads();
+    lut_stage_table(table, lut, colour, per_channel);
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         unsigned char *p = pixels + i * C;
@@ -153,10 +160,7 @@ __global__ void lut_apply_kernel2(unsigned char *pixels, size_t count, int colou
                                   const unsigned char *lut, int per_channel)
 {
     __shared__ unsigned char table[3 * GF_BINS];
-    const int tables = per_channel ? colour : 1;
-    for (int i = threadIdx.x; i < tables * GF_BINS; i += blockDim.x)
-        table[i] = lut[i];
-    __syncthreads();
+    lut_stage_table(table, lut, colour, per_channel);
     const size_t bytes = count * C, vectors = bytes / 16;
     uint4 *v = reinterpret_cast<uint4 *>(pixels);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
