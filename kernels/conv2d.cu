@@ -136,6 +136,23 @@ extern "C" {
 
 #define CONV2D_MAX_MATRICES GF_MASK_MAX_MATRICES
 
+/* Every element of a register array (of any rank) to 0, fully unrolled. */
+template <int N>
+__device__ __forceinline__ void conv2d_zero(float (&a)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        a[i] = 0.0f;
+}
+
+template <class T, int N>
+__device__ __forceinline__ void conv2d_zero(T (&a)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        conv2d_zero(a[i]);
+}
+
 /* Combine the K matrix responses of one channel, round half to even, clamp. */
 __device__ __forceinline__ unsigned char conv2d_finish(const float (&acc)[CONV2D_MAX_MATRICES],
                                                        const conv2d_launch &p)
@@ -804,15 +821,7 @@ __global__ void __maxnreg__((conv2d_registers<C, CF, K, P, Q>::value))
         __syncthreads();
 
         float acc[P][Q][K][CF];
-#pragma unroll
-        for (int j = 0; j < P; j++)
-#pragma unroll
-            for (int q = 0; q < Q; q++)
-#pragma unroll
-                for (int k = 0; k < K; k++)
-#pragma unroll
-                    for (int c = 0; c < CF; c++)
-                        acc[j][q][k][c] = 0.0f;
+        conv2d_zero(acc);
         const int base = (s * TH + ty * P) % R;
         if constexpr (MH > 0) {
 #pragma unroll
@@ -928,11 +937,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
             __syncthreads();
             if (hr < count) {
                 float acc[8][CF];
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-#pragma unroll
-                    for (int c = 0; c < CF; c++)
-                        acc[q][c] = 0.0f;
+                conv2d_zero(acc);
                 const int row_at = hr * h.rs;
                 float win[8][CP];
 #pragma unroll
@@ -974,11 +979,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
 
         /* column pass: thread -> column tx, rows 8 ty .. 8 ty + 7 */
         float acc[8][CF];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int c = 0; c < CF; c++)
-                acc[j][c] = 0.0f;
+        conv2d_zero(acc);
         const int base = (s * TH + 8 * ty) % R;
         auto ring_at = [&](int i) {
             const int r = base + i < R ? base + i : base + i - R;
@@ -1142,13 +1143,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         fetch(r + 2, ahead);
         float px[N][CF];
         conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
-#pragma unroll
-        for (int q = 0; q < Q; q++)
-#pragma unroll
-            for (int k = 0; k < K; k++)
-#pragma unroll
-                for (int c = 0; c < CF; c++)
-                    acc[0][q][k][c] = 0.0f;
+        conv2d_zero(acc[0]);
 #pragma unroll
         for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
 #pragma unroll
@@ -1181,15 +1176,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                     for (int c = 0; c < CF; c++)
                         acc[i][q][k][c] = acc[i - 1][q][k][c];
     };
-#pragma unroll
-    for (int i = 0; i < M; i++)  /* rows before the first output: never stored */
-#pragma unroll
-        for (int q = 0; q < Q; q++)
-#pragma unroll
-            for (int k = 0; k < K; k++)
-#pragma unroll
-                for (int c = 0; c < CF; c++)
-                    acc[i][q][k][c] = 0.0f;
+    conv2d_zero(acc);  /* rows before the first output: never stored */
     unsigned w[3][R::NWD];
     fetch(0, w[0]);
     fetch(1, w[1]);
