@@ -271,19 +271,14 @@ def gpu_turn(folder, alone):
     waits for those in flight and holds back new ones. Two flock()s on files
     in the logs folder: 'gate', held briefly by every run on its way in and
     for the whole run by one that must be alone (so it is not starved), and
-    'gpu', shared by ordinary runs and exclusive for one alone."""
+    'gpu', shared by ordinary runs and exclusive for one alone. Closing the
+    files releases whatever is still held."""
     with open(Path(folder) / ".gate.lock", "a") as gate, open(Path(folder) / ".gpu.lock", "a") as gpu:
         fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(gpu, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(gpu, fcntl.LOCK_UN)
+        fcntl.flock(gpu, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
             fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
 
 
 class Gpufilter:
