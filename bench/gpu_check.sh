@@ -139,7 +139,7 @@ for stage in "$@"; do
             grep -E '^(FAILED|ERROR)' /tmp/sanitize-$tool.log | head -n 10
             note "sanitize $tool: rc $rc: $(python3 -c "import sys; sys.path.insert(0, 'tests/cli')
 from conftest import sanitizer_summary, repeated_runs, format_sanitizer_summary as f
-print(f('$tool', sanitizer_summary('$folder')), '(repeated alone:', repeated_runs('$folder'), end=')')" |
+print(f('$tool', sanitizer_summary('$folder')), '(internal errors of the tool, repeated:', repeated_runs('$folder'), end=')')" |
                 cut -c1-180);" \
                  "$(grep -E '[0-9]+ (passed|failed)' /tmp/sanitize-$tool.log | tail -n 1)"
         done ;;

@@ -162,11 +162,12 @@ def sanitizer_summary(folder, pattern="*.log"):
 # racecheck when 16 checked processes share one GPU ("Detected a failure to
 # track a kernel launch"); the same run alone is clean.
 INTERNAL_ERROR = "Internal Sanitizer Error"
+SHARED_REPEATS = 2  # repeats of a run the tool failed, before one alone
 
 
 def repeated_runs(folder):
-    """How many runs were repeated alone after the tool's internal error (the
-    first attempt's logs are kept as *.internal, outside the summary)."""
+    """How many attempts the tool failed internally and the harness repeated
+    (their logs are kept as *.internal, outside the summary)."""
     return len({p.name.split("-")[0] for p in Path(folder).glob("*.internal")})
 
 
@@ -186,7 +187,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         repeated = repeated_runs(folder)
         terminalreporter.write_line(
             f"{format_sanitizer_summary(tool, sanitizer_summary(folder))} (logs in {folder})"
-            + (f"; {repeated} runs repeated alone after an internal error of the tool"
+            + (f"; {repeated} runs repeated after an internal error of the tool"
                if repeated else ""))
     if exitstatus != 0:
         terminalreporter.write_line(
@@ -314,18 +315,22 @@ class Gpufilter:
     def _run_sanitized(self, argv, stdin, env, cwd, timeout):
         """Runs argv under compute-sanitizer: fails the test on a report,
         else returns the finished process with gpufilter's own exit status.
-        A run where the tool fails internally is repeated once with the GPU
-        to itself (no other checked run in flight); a second internal error
-        fails the test."""
+        A run where the tool fails internally is repeated: first beside the
+        other checked runs (SHARED_REPEATS times), then once with the GPU to
+        itself; an internal error then fails the test. The shared repeats
+        come first because a run alone waits for every run in flight, and
+        under racecheck one of those may take minutes."""
         folder = Path(os.environ["GPUFILTER_SANITIZER_LOGS"])
-        proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd, timeout,
-                                                         alone=False)
-        logs = sorted(folder.glob(f"{run_id}-*.log"))
-        if any(INTERNAL_ERROR in log.read_text(errors="replace") for log in logs):
+        for attempt in range(SHARED_REPEATS + 2):
+            alone = attempt > SHARED_REPEATS
+            proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd,
+                                                             timeout, alone)
+            logs = sorted(folder.glob(f"{run_id}-*.log"))
+            if alone or not any(INTERNAL_ERROR in log.read_text(errors="replace")
+                                for log in logs):
+                break
             for log in logs:
                 log.rename(log.with_suffix(".internal"))
-            proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd,
-                                                             timeout, alone=True)
         logs = "".join(log.read_text(errors="replace")
                        for log in sorted(folder.glob(f"{run_id}-*.log")))
         # a report: the tool's error status (unless gpufilter's own), or

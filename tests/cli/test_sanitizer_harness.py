@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import conftest
+
 from conftest import (Gpufilter, format_sanitizer_summary, gpu_turn, repeated_runs,
                       sanitizer_summary)
 
@@ -118,7 +120,9 @@ case $FAKE_SANITIZER in report*) errors=1 ;; esac
 marker=$(dirname "$log")/internal-done
 case $FAKE_SANITIZER in
     internal-always) internal=1 ;;
-    internal-once) [ -e "$marker" ] || { internal=1; : > "$marker"; } ;;
+    internal-[0-9]*)  # the first N runs fail internally
+        failed=$(cat "$marker" 2>/dev/null || echo 0)
+        [ "$failed" -lt "${FAKE_SANITIZER#internal-}" ] && { internal=1; echo $((failed + 1)) > "$marker"; } ;;
 esac
 {
     echo "========= COMPUTE-SANITIZER"
@@ -214,24 +218,42 @@ def test_cpu_runs_skip_the_sanitizer(gf, fake_sanitizer):
     assert list(fake_sanitizer.iterdir()) == []
 
 
-def test_internal_error_is_repeated_alone(gf, fake_sanitizer, monkeypatch, tmp_path):
+@pytest.fixture
+def turns(monkeypatch):
+    """Records, for each checked run, whether it had the GPU to itself."""
+    recorded = []
+    real = conftest.gpu_turn
+
+    def recording_turn(folder, alone):
+        recorded.append(alone)
+        return real(folder, alone)
+    monkeypatch.setattr(conftest, "gpu_turn", recording_turn)
+    return recorded
+
+
+@pytest.mark.parametrize("failures", [1, conftest.SHARED_REPEATS + 1])
+def test_internal_error_is_repeated(gf, fake_sanitizer, monkeypatch, tmp_path, turns, failures):
     """The tool's own failure (not a finding) makes the harness run the
-    command again; a clean second run passes, and is what the summary counts."""
-    monkeypatch.setenv("FAKE_SANITIZER", "internal-once")
+    command again, beside other runs first, then alone; a clean run passes,
+    and is the one the summary counts."""
+    monkeypatch.setenv("FAKE_SANITIZER", f"internal-{failures}")
     r = Gpufilter(gf.path, "cuda", "racecheck").run("-m", "no-such-mask", "in.png", "out.png")
     assert r.rc == 2, r.describe()
-    assert len((tmp_path / "args").read_text().splitlines()) == 2  # run twice
-    assert repeated_runs(fake_sanitizer) == 1
+    assert len((tmp_path / "args").read_text().splitlines()) == failures + 1
+    assert turns == [False] * min(failures + 1, conftest.SHARED_REPEATS + 1) + \
+        [True] * (failures > conftest.SHARED_REPEATS)
+    assert repeated_runs(fake_sanitizer) == failures
     summary = sanitizer_summary(fake_sanitizer)
     assert summary["processes"] == 1 and summary["errors"] == 0, summary
 
 
-def test_internal_error_twice_fails(gf, fake_sanitizer, monkeypatch, tmp_path):
+def test_internal_error_alone_fails(gf, fake_sanitizer, monkeypatch, tmp_path, turns):
     monkeypatch.setenv("FAKE_SANITIZER", "internal-always")
     with pytest.raises(pytest.fail.Exception) as failed:
         Gpufilter(gf.path, "cuda", "racecheck").run("--version")
     assert "Internal Sanitizer Error" in str(failed.value)
-    assert len((tmp_path / "args").read_text().splitlines()) == 2
+    assert len((tmp_path / "args").read_text().splitlines()) == conftest.SHARED_REPEATS + 2
+    assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
 
 
 def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
