@@ -60,6 +60,10 @@
  *               stores) as soon as its last input row is in. One matrix of
  *               3x3, 5x5 or 7x7, or a 3x3 gradient pair with its zero taps
  *               left out; version 1's summation order, so version 1's bytes.
+ *               Registers capped at 80 (3 blocks per SM, 37.5% occupancy)
+ *               for the variants that fit without spilling (gray and
+ *               2-channel 3x3, the RGBA gradient pair with alpha copied):
+ *               17-21% faster on the H100 (bench/NOTES.md); 128 for the rest.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -1194,8 +1198,19 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
  * from global memory (the halo columns and rows that neighbouring threads
  * also read come from L1 and L2), so no warp waits for a block's staging
  * and every warp keeps several rows of loads in flight. */
+/* Blocks of kMaxThreads per SM that version 4 asks ptxas for: 3 (at most 80
+ * registers, 37.5% occupancy) for the variants that fit 80 without spilling
+ * (gray and 2-channel 3x3, the RGBA gradient pair with alpha copied), 2
+ * (at most 128) for the rest, which would spill (84 to 2532 bytes). */
+template <int C, int CF, int K, int M>
+constexpr int conv2d_min_blocks4()
+{
+    return M == 3 && ((K == 1 && C <= 2) || (K == 2 && C == 4 && CF == 3)) ? 3 : 2;
+}
+
 template <int C, int CF, int K, int M, int Q, unsigned ZERO>
-__global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel4(const fast_args<K * M * M> a)
+__global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M>()))
+    conv2d_kernel4(const fast_args<K * M * M> a)
 {
     const int x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
     const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * kRows4;
