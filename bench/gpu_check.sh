@@ -69,6 +69,19 @@ Image.fromarray(np.ascontiguousarray(big[:, :, 0])).save("out/big1.png", compres
 EOF
 }
 
+sanitize_timings() {  # tool folder: the slowest runs, and those a time limit cut
+    { echo "== $1: the slowest runs (seconds, test, command)"
+      sort -rn "$2/durations.tsv" 2>/dev/null | head -n "${SANITIZE_SLOWEST:-15}"
+      for f in "$2"/*.running; do
+          [ -e "$f" ] && echo "in flight when the run ended, for $(( $(date +%s) - $(stat -c %Y "$f") )) s: $(cat "$f")"
+      done
+    } | cut -c1-300 >>"$LOGS/sanitize.log"
+    local cut
+    cut=$(find "$2" -name '*.running' | wc -l)
+    [ "$cut" -gt 0 ] && note "sanitize $1: $cut runs in flight when the time ran out (listed in $LOGS/sanitize.log)"
+    return 0
+}
+
 for stage in "$@"; do
     case $stage in
     build) build || exit 1 ;;
@@ -136,6 +149,7 @@ for stage in "$@"; do
                 -n "$(nproc)" -p no:cacheprovider "${extra[@]}" >/tmp/sanitize-$tool.log 2>&1
             rc=$?
             cat /tmp/sanitize-$tool.log >>"$LOGS/sanitize.log"
+            sanitize_timings "$tool" "$folder"
             grep -E '^(FAILED|ERROR)' /tmp/sanitize-$tool.log | head -n 10
             note "sanitize $tool: rc $rc: $(python3 -c "import sys; sys.path.insert(0, 'tests/cli')
 from conftest import sanitizer_summary, repeated_runs, format_sanitizer_summary as f

@@ -14,9 +14,11 @@ import fcntl
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -369,6 +371,13 @@ class Gpufilter:
             # the failure is injected on purpose; the tool would report it as an API error
             wrapper += ["--report-api-errors", "no"]
         shell = ["sh", "-c", '"$@"; rc=$?; echo $rc > "$0"; exit $rc', status_file]
+        # which test and command: in {id}.running while the run is in flight
+        # (what is left of them says what a time limit cut), then one line of
+        # durations.tsv (the slowest runs under this tool, for planning)
+        what = f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}\t{shlex.join(argv)}"
+        running = folder / f"{run_id}.running"
+        running.write_text(what + "\n")
+        started = time.monotonic()
         try:
             with gpu_turn(folder, alone):
                 proc = subprocess.run(wrapper + shell + argv, input=stdin, stdout=subprocess.PIPE,
@@ -377,6 +386,9 @@ class Gpufilter:
             recorded = Path(status_file).read_text().strip()
         finally:
             os.unlink(status_file)
+            running.unlink()
+        with open(folder / "durations.tsv", "a") as durations:
+            durations.write(f"{time.monotonic() - started:.1f}\t{what}\n")
         return proc, recorded, run_id
 
     def filter(self, src, dst, masks=(), border=None, backend=None, extra=(), **kw):

@@ -4,6 +4,7 @@ gpufilter runs under a fake compute-sanitizer placed first on PATH."""
 
 import os
 import stat
+import subprocess
 import threading
 import time
 
@@ -183,9 +184,15 @@ def test_exit_status_under_sanitizer(gf, fake_sanitizer, monkeypatch, tmp_path, 
     summary = sanitizer_summary(fake_sanitizer)
     assert summary["processes"] == 3 and summary["errors"] == 0, summary
     assert ("hazards" in summary) == (tool == "racecheck")
-    # no side files left (the lock files of gpu_turn aside)
+    # no side files left (the lock files of gpu_turn aside), and one line
+    # of durations per run: seconds, the test, the command
     assert sorted(p.suffix for p in fake_sanitizer.iterdir() if not p.name.startswith(".")) == \
-        [".log"] * 3
+        [".log"] * 3 + [".tsv"]
+    durations = (fake_sanitizer / "durations.tsv").read_text().splitlines()
+    assert len(durations) == 3, durations
+    seconds, test, command = durations[0].split("\t")
+    assert float(seconds) >= 0 and test.endswith(f"test_exit_status_under_sanitizer[{tool}-{mode}]")
+    assert command.endswith("gpufilter --no-such-option")
     # the tool follows the shell's child, gpufilter, and was told to
     options = (tmp_path / "args").read_text().splitlines()
     assert all("--target-processes all" in line and f"--tool {tool}" in line for line in options)
@@ -291,3 +298,19 @@ def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
     for t in (first, lone, later):
         t.join(5)
     assert events == ["first in", "first out", "alone in", "alone out", "later in", "later out"]
+
+
+def test_runs_in_flight_are_listed(gf, fake_sanitizer, monkeypatch):
+    """While a run is in flight its test and command are in {id}.running,
+    so that a run cut by a time limit says which tests it was waiting on."""
+    seen = []
+    real_run = subprocess.run
+
+    def run_and_look(*args, **kw):
+        seen.extend(p.read_text() for p in fake_sanitizer.glob("*.running"))
+        return real_run(*args, **kw)
+    monkeypatch.setattr(subprocess, "run", run_and_look)
+    Gpufilter(gf.path, "cuda", "memcheck").run("--version").ok()
+    assert len(seen) == 1 and "test_runs_in_flight_are_listed" in seen[0], seen
+    assert seen[0].rstrip().endswith("gpufilter --version")
+    assert not list(fake_sanitizer.glob("*.running"))
