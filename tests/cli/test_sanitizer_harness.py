@@ -314,3 +314,30 @@ def test_runs_in_flight_are_listed(gf, fake_sanitizer, monkeypatch):
     assert len(seen) == 1 and "test_runs_in_flight_are_listed" in seen[0], seen
     assert seen[0].rstrip().endswith("gpufilter --version")
     assert not list(fake_sanitizer.glob("*.running"))
+
+
+def test_slow_tests_start_first_under_a_sanitizer():
+    """The order under --sanitizer: photo-sized tests first, the rest as
+    collected (a stable sort, the same on every xdist worker)."""
+    class Item:
+        def __init__(self, name):
+            self.name = name
+            self.keywords = {}
+
+    class Config:
+        def __init__(self, sanitizer):
+            self.options = {"--grid": "full", "--part": None, "--sanitizer": sanitizer,
+                            "--backend": "cuda"}
+
+        def getoption(self, name):
+            return self.options[name]
+
+    names = ["test_a[1]", "test_cuda_big_photo[tiled]", "test_b", "test_stats_photo",
+             "test_c[photo]"]
+    items = [Item(n) for n in names]
+    conftest.pytest_collection_modifyitems(Config("racecheck"), items)
+    assert [i.name for i in items] == ["test_cuda_big_photo[tiled]", "test_stats_photo",
+                                       "test_a[1]", "test_b", "test_c[photo]"]
+    items = [Item(n) for n in names]
+    conftest.pytest_collection_modifyitems(Config(None), items)
+    assert [i.name for i in items] == names
