@@ -151,10 +151,9 @@ for stage in "$@"; do
             cat /tmp/sanitize-$tool.log >>"$LOGS/sanitize.log"
             sanitize_timings "$tool" "$folder"
             grep -E '^(FAILED|ERROR)' /tmp/sanitize-$tool.log | head -n 10
+            # counted from the logs, so that a run the time limit cut is counted too
             note "sanitize $tool: rc $rc: $(python3 -c "import sys; sys.path.insert(0, 'tests/cli')
-from conftest import sanitizer_summary, repeated_runs, format_sanitizer_summary as f
-print(f('$tool', sanitizer_summary('$folder')), '(internal errors of the tool, repeated:', repeated_runs('$folder'), end=')')" |
-                cut -c1-180);" \
+from conftest import sanitizer_report; print(sanitizer_report('$tool', '$folder'))" | cut -c1-200);" \
                  "$(grep -E '[0-9]+ (passed|failed)' /tmp/sanitize-$tool.log | tail -n 1)"
         done ;;
     *) echo "gpu_check: unknown stage '$stage'"; exit 2 ;;

@@ -173,6 +173,14 @@ def repeated_runs(folder):
     return len({p.name.split("-")[0] for p in Path(folder).glob("*.internal")})
 
 
+def sanitizer_report(tool, folder):
+    """The summary line of the runs logged in folder, with the repeats."""
+    line = format_sanitizer_summary(tool, sanitizer_summary(folder))
+    repeated = repeated_runs(folder)
+    return line + (f"; {repeated} runs repeated after an internal error of the tool"
+                   if repeated else "")
+
+
 def format_sanitizer_summary(tool, summary):
     """The closing line of a --sanitizer run, in the tool's own words."""
     line = f"compute-sanitizer {tool}: {summary['processes']} gpufilter processes checked, "
@@ -186,11 +194,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tool = config.getoption("--sanitizer")
     folder = os.environ.get("GPUFILTER_SANITIZER_LOGS")
     if tool and folder and getattr(config, "workerinput", None) is None:
-        repeated = repeated_runs(folder)
-        terminalreporter.write_line(
-            f"{format_sanitizer_summary(tool, sanitizer_summary(folder))} (logs in {folder})"
-            + (f"; {repeated} runs repeated after an internal error of the tool"
-               if repeated else ""))
+        terminalreporter.write_line(f"{sanitizer_report(tool, folder)} (logs in {folder})")
     if exitstatus != 0:
         terminalreporter.write_line(
             f"gpufilter: inputs came from GPUFILTER_TEST_SEED={config._gpufilter_seed}")
@@ -339,14 +343,12 @@ class Gpufilter:
             alone = attempt > SHARED_REPEATS
             proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd,
                                                              timeout, alone)
-            logs = sorted(folder.glob(f"{run_id}-*.log"))
-            if alone or not any(INTERNAL_ERROR in log.read_text(errors="replace")
-                                for log in logs):
+            files = sorted(folder.glob(f"{run_id}-*.log"))
+            logs = "".join(log.read_text(errors="replace") for log in files)
+            if alone or INTERNAL_ERROR not in logs:
                 break
-            for log in logs:
+            for log in files:
                 log.rename(log.with_suffix(".internal"))
-        logs = "".join(log.read_text(errors="replace")
-                       for log in sorted(folder.glob(f"{run_id}-*.log")))
         # a report: the tool's error status (unless gpufilter's own), or
         # errors counted in this run's log, whatever the tool's status
         if ((proc.returncode == SANITIZER_REPORT_EXIT and recorded != str(SANITIZER_REPORT_EXIT))
