@@ -17,31 +17,30 @@ base=${BASE:?BASE=the baseline kernel object, e.g. build/base/conv2d.o}
 current=build/obj/$(basename "$base")
 libs=()
 [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
-# the copies stay in build/, where the bench finds bench/masks (beside its folder)
-work=build
 
 link_with() {  # object -> build/{gpufilter,gpufilter-bench}-$2
     cp "$1" "$current"
     touch build/obj/*.o  # newer than the sources: relink only
     make -s -j"$(nproc)" STB_CFLAGS="${STB_CFLAGS:--I.deps/stb}" "${libs[@]}" all bench >/dev/null
-    cp build/gpufilter "$work/gpufilter-$2"
-    cp build/gpufilter-bench "$work/gpufilter-bench-$2"
+    # the copies stay in build/, where the bench finds bench/masks (beside its folder)
+    cp build/gpufilter "build/gpufilter-$2"
+    cp build/gpufilter-bench "build/gpufilter-bench-$2"
 }
 
-cp "$current" "$work/ab-current.o"
+cp "$current" "build/ab-current.o"
 link_with "$base" base
-link_with "$work/ab-current.o" new
+link_with "build/ab-current.o" new
 IFS=';' read -r -a sweeps <<<"${AB_SWEEPS:-}"
 for round in $(seq "${ROUNDS:-2}"); do
     for build in base new; do
         echo "==== $build, round $round"
-        "$work/gpufilter-bench-$build" "$@" | grep -E '^(copy|conv2d|histogram|reduce|scan|lut|equalize) ' |
+        "build/gpufilter-bench-$build" "$@" | grep -E '^(copy|conv2d|histogram|reduce|scan|lut|equalize) ' |
             sed -E 's/  +/ /g' | cut -c1-"${AB_WIDTH:-100}"
         for args in "${sweeps[@]}"; do
             # shellcheck disable=SC2086  # each entry is a list of arguments
-            "$work/gpufilter-$build" --backend cuda --tile sweep $args |
+            "build/gpufilter-$build" --backend cuda --tile sweep $args |
                 grep -E '^conv2d|<- auto|^auto ' | cut -c1-"${AB_WIDTH:-100}"
         done
     done
 done
-rm -f "$work/ab-current.o"
+rm -f "build/ab-current.o"
