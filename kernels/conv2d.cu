@@ -1194,10 +1194,6 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     }
 }
 
-/* No shared memory and no barrier: each thread reads its inputs straight
- * from global memory (the halo columns and rows that neighbouring threads
- * also read come from L1 and L2), so no warp waits for a block's staging
- * and every warp keeps several rows of loads in flight. */
 /* Blocks of kMaxThreads per SM that version 4 asks ptxas for: 3 (at most 80
  * registers, 37.5% occupancy) for the variants that fit 80 without spilling
  * (gray and 2-channel 3x3, the RGBA gradient pair with alpha copied), 2
@@ -1208,6 +1204,10 @@ constexpr int conv2d_min_blocks4()
     return M == 3 && ((K == 1 && C <= 2) || (K == 2 && C == 4 && CF == 3)) ? 3 : 2;
 }
 
+/* No shared memory and no barrier: each thread reads its inputs straight
+ * from global memory (the halo columns and rows that neighbouring threads
+ * also read come from L1 and L2), so no warp waits for a block's staging
+ * and every warp keeps several rows of loads in flight. */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
