@@ -76,6 +76,10 @@ sanitize_timings() {  # tool folder: the slowest runs, and those a time limit cu
           [ -e "$f" ] && echo "in flight when the run ended, for $(( $(date +%s) - $(stat -c %Y "$f") )) s: $(cat "$f")"
       done
     } | cut -c1-300 >>"$LOGS/sanitize.log"
+    # runs the harness killed as hung: their processes, threads and stacks
+    for f in "$2"/*.hang; do
+        [ -e "$f" ] && { echo "== $1: $f"; head -c 20000 "$f"; } >>"$LOGS/sanitize.log"
+    done
     local cut
     cut=$(find "$2" -name '*.running' | wc -l)
     [ "$cut" -gt 0 ] && note "sanitize $1: $cut runs in flight when the time ran out (listed in $LOGS/sanitize.log)"

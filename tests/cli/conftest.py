@@ -15,6 +15,8 @@ import os
 import random
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -165,6 +167,11 @@ def sanitizer_summary(folder, pattern="*.log"):
 # track a kernel launch"); the same run alone is clean.
 INTERNAL_ERROR = "Internal Sanitizer Error"
 SHARED_REPEATS = 2  # repeats of a run the tool failed, before one alone
+# A checked run still going after this many seconds is hung: its process
+# tree and gpufilter's thread stacks go to {id}.hang, the tree is killed and
+# the run repeated like one the tool failed. (Under racecheck the slowest
+# runs take ~30 s; one in ~500 has been seen never to end.)
+SANITIZER_HANG_S = float(os.environ.get("GPUFILTER_SANITIZER_HANG_S", 300))
 
 
 def repeated_runs(folder):
@@ -173,12 +180,66 @@ def repeated_runs(folder):
     return len({p.name.split("-")[0] for p in Path(folder).glob("*.internal")})
 
 
+def hung_runs(folder):
+    """How many attempts hung and were killed ({id}.hang says where)."""
+    return len(list(Path(folder).glob("*.hang")))
+
+
 def sanitizer_report(tool, folder):
     """The summary line of the runs logged in folder, with the repeats."""
     line = format_sanitizer_summary(tool, sanitizer_summary(folder))
-    repeated = repeated_runs(folder)
-    return line + (f"; {repeated} runs repeated after an internal error of the tool"
-                   if repeated else "")
+    repeated, hung = repeated_runs(folder), hung_runs(folder)
+    if repeated:
+        line += f"; {repeated} runs repeated after an internal error of the tool"
+    if hung:
+        line += f"; {hung} runs hung, killed after {SANITIZER_HANG_S:.0f} s and repeated (*.hang)"
+    return line
+
+
+def process_tree(root):
+    """root and its descendants' pids, parents first (from /proc)."""
+    children = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        tree.append(pid)
+        todo += sorted(children.get(pid, []))
+    return tree
+
+
+def describe_process(pid):
+    """A process's command and, per thread, its state and where the kernel
+    has it wait (wchan); for gpufilter, its threads' stacks from gdb (or
+    cuda-gdb) where one is installed."""
+    base = Path(f"/proc/{pid}")
+    try:
+        argv = (base / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"pid {pid}: gone\n"
+    lines = [f"pid {pid}: {shlex.join(a.decode(errors='replace') for a in argv if a)}"]
+    for task in sorted(base.glob("task/*"), key=lambda t: int(t.name)):
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            comm = (task / "comm").read_text().strip()
+            wchan = (task / "wchan").read_text().strip()
+        except OSError:
+            continue
+        lines.append(f"  thread {task.name} {comm}: state {state}, wchan {wchan or '-'}")
+    debugger = shutil.which("gdb") or shutil.which("cuda-gdb")
+    if argv and argv[0].endswith(b"gpufilter") and debugger:
+        try:
+            gdb = subprocess.run([debugger, "-batch", "-p", str(pid), "-ex", "thread apply all bt"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            lines.append(gdb.stdout.decode(errors="replace"))
+        except subprocess.TimeoutExpired:
+            lines.append("  (gdb did not answer in 60 s)")
+    return "\n".join(lines) + "\n"
 
 
 def format_sanitizer_summary(tool, summary):
@@ -342,8 +403,17 @@ class Gpufilter:
         for attempt in range(SHARED_REPEATS + 2):
             alone = attempt > SHARED_REPEATS
             proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd,
-                                                             timeout, alone)
+                                                             min(timeout, SANITIZER_HANG_S), alone)
             files = sorted(folder.glob(f"{run_id}-*.log"))
+            hang = folder / f"{run_id}.hang"
+            if proc is None and alone:
+                pytest.fail(f"compute-sanitizer {self.sanitizer}: the run hung every time "
+                            f"({SANITIZER_HANG_S:.0f} s each)\n$ {shlex.join(argv)}\n"
+                            f"{hang.read_text()}", pytrace=False)
+            if proc is None:
+                for log in files:
+                    log.rename(log.with_suffix(".hung"))
+                continue
             logs = "".join(log.read_text(errors="replace") for log in files)
             if alone or INTERNAL_ERROR not in logs:
                 break
@@ -366,7 +436,10 @@ class Gpufilter:
 
     def _sanitized_attempt(self, folder, argv, stdin, env, cwd, timeout, alone):
         """One run under the tool; returns (process, gpufilter's status as
-        the shell recorded it, the run's id: its logs are {id}-PID.log)."""
+        the shell recorded it, the run's id: its logs are {id}-PID.log).
+        A run that does not end within timeout seconds is hung: {id}.hang
+        describes its processes, which are then killed; the process
+        returned is None."""
         fd, status_file = tempfile.mkstemp(dir=folder, suffix=".status")
         os.close(fd)
         run_id = Path(status_file).stem
@@ -394,16 +467,34 @@ class Gpufilter:
         started = time.monotonic()
         try:
             with gpu_turn(folder, alone):
-                proc = subprocess.run(wrapper + shell + argv, input=stdin, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
-                                      timeout=timeout)
+                proc = self._run_or_describe_hang(wrapper + shell + argv, stdin, env, cwd,
+                                                  timeout, folder / f"{run_id}.hang", what)
             recorded = Path(status_file).read_text().strip()
         finally:
             os.unlink(status_file)
             running.unlink()
         with open(folder / "durations.tsv", "a") as durations:
-            durations.write(f"{time.monotonic() - started:.1f}\t{what}\n")
+            hung = " (hung, killed)" if proc is None else ""
+            durations.write(f"{time.monotonic() - started:.1f}\t{what}{hung}\n")
         return proc, recorded, run_id
+
+    def _run_or_describe_hang(self, command, stdin, env, cwd, timeout, hang_file, what):
+        """subprocess.run in a session of its own; past timeout, the
+        session's processes are described into hang_file and killed, and
+        None is returned."""
+        with subprocess.Popen(command, stdin=None if stdin is None else subprocess.PIPE,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=self.env(env), cwd=cwd,
+                              start_new_session=True) as proc:
+            try:
+                out, err = proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                hang_file.write_text(f"hung after {timeout:.0f} s: {what}\n" +
+                                     "".join(describe_process(pid) for pid in process_tree(proc.pid)))
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return None
+        return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
     def filter(self, src, dst, masks=(), border=None, backend=None, extra=(), **kw):
         args = ["--backend", backend or self.backend]

@@ -7,13 +7,14 @@ import stat
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import conftest
 
-from conftest import (Gpufilter, format_sanitizer_summary, gpu_turn, repeated_runs,
-                      sanitizer_summary)
+from conftest import (Gpufilter, format_sanitizer_summary, gpu_turn, hung_runs, repeated_runs,
+                      sanitizer_report, sanitizer_summary)
 
 # Logs as compute-sanitizer writes them (--log-file), one process each.
 MEMCHECK_CLEAN = """\
@@ -100,7 +101,8 @@ def test_summary_of_logs(tmp_path, tool, logs, want, line):
 # $FAKE_SANITIZER says. "lossy" is the bug seen with --require-cuda-init no: 0
 # whatever the program's status; "faithful" passes the status on; "report"
 # logs an error and exits with --error-exitcode; "report-unflagged" logs an
-# error but exits 0. Its options are appended to $FAKE_SANITIZER_ARGS.
+# error but exits 0; "hang-N" (or "hang-always") never ends its first N runs
+# (every run). Its options are appended to $FAKE_SANITIZER_ARGS.
 FAKE_SANITIZER = r"""#!/bin/sh
 echo "$*" >> "$FAKE_SANITIZER_ARGS"
 log=/dev/null tool=memcheck code=1
@@ -114,11 +116,20 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
+marker=$(dirname "$log")/internal-done
+case $FAKE_SANITIZER in
+    hang-*)  # the first N runs (or all) never end, after the log's first line
+        hung=$(cat "$marker-hangs" 2>/dev/null || echo 0)
+        if [ "$FAKE_SANITIZER" = hang-always ] || [ "$hung" -lt "${FAKE_SANITIZER#hang-}" ]; then
+            echo $((hung + 1)) > "$marker-hangs"
+            echo "========= COMPUTE-SANITIZER" > "$log"
+            sleep 1000
+        fi ;;
+esac
 "$@"
 status=$?
 errors=0 internal=0
 case $FAKE_SANITIZER in report*) errors=1 ;; esac
-marker=$(dirname "$log")/internal-done
 case $FAKE_SANITIZER in
     internal-always) internal=1 ;;
     internal-[0-9]*)  # the first N runs fail internally
@@ -144,7 +155,7 @@ esac
 } > "$log"
 case $FAKE_SANITIZER in
     lossy|report-unflagged|internal*) exit 0 ;;
-    faithful) exit $status ;;
+    faithful|hang-*) exit $status ;;
     report) exit $code ;;
 esac
 exit 99
@@ -263,6 +274,55 @@ def test_internal_error_alone_fails(gf, fake_sanitizer, monkeypatch, tmp_path, t
     assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
 
 
+def sleepers(folder):
+    """Processes still running the fake's sleep 1000 (none once killed)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes() == b"sleep\x001000\x00":
+                found.append(cmdline.parent.name)
+        except OSError:
+            pass
+    return found
+
+
+def test_hung_run_is_described_killed_and_repeated(gf, fake_sanitizer, monkeypatch, turns):
+    """A run that never ends is cut at SANITIZER_HANG_S: its processes are
+    described in {id}.hang and killed, its partial log leaves the summary,
+    and it runs again; the summary line says so."""
+    monkeypatch.setenv("FAKE_SANITIZER", "hang-1")
+    monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 2.0)
+    started = time.monotonic()
+    r = Gpufilter(gf.path, "cuda", "racecheck").run("-m", "no-such-mask", "in.png", "out.png")
+    assert r.rc == 2, r.describe()
+    assert time.monotonic() - started < 30
+    assert turns == [False, False]
+    assert hung_runs(fake_sanitizer) == 1 and not sleepers(fake_sanitizer)
+    hang = next(fake_sanitizer.glob("*.hang")).read_text()
+    assert hang.startswith("hung after 2 s: ") and "gpufilter -m no-such-mask in.png out.png" in hang
+    assert "compute-sanitizer --tool racecheck" in hang  # the tree, from the tool down
+    assert "pid " in hang and "sleep 1000" in hang and "state S" in hang
+    assert len(list(fake_sanitizer.glob("*.hung"))) == 1
+    summary = sanitizer_summary(fake_sanitizer)
+    assert summary["processes"] == 1 and summary["errors"] == 0, summary
+    assert sanitizer_report("racecheck", fake_sanitizer).endswith(
+        "; 1 runs hung, killed after 2 s and repeated (*.hang)")
+    lines = (fake_sanitizer / "durations.tsv").read_text().splitlines()
+    assert len(lines) == 2 and lines[0].endswith(" (hung, killed)") and not lines[1].endswith(")")
+
+
+def test_run_hung_every_time_fails(gf, fake_sanitizer, monkeypatch, tmp_path, turns):
+    monkeypatch.setenv("FAKE_SANITIZER", "hang-always")
+    monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 1.0)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        Gpufilter(gf.path, "cuda", "racecheck").run("--version")
+    assert "the run hung every time (1 s each)" in str(failed.value)
+    assert "sleep 1000" in str(failed.value)
+    assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
+    assert hung_runs(fake_sanitizer) == conftest.SHARED_REPEATS + 2
+    assert not sleepers(fake_sanitizer)
+
+
 def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
     """A run that must be alone starts only when the shared runs have ended,
     and holds back runs that come after it."""
@@ -304,12 +364,12 @@ def test_runs_in_flight_are_listed(gf, fake_sanitizer, monkeypatch):
     """While a run is in flight its test and command are in {id}.running,
     so that a run cut by a time limit says which tests it was waiting on."""
     seen = []
-    real_run = subprocess.run
+    real_popen = subprocess.Popen
 
-    def run_and_look(*args, **kw):
+    def popen_and_look(*args, **kw):
         seen.extend(p.read_text() for p in fake_sanitizer.glob("*.running"))
-        return real_run(*args, **kw)
-    monkeypatch.setattr(subprocess, "run", run_and_look)
+        return real_popen(*args, **kw)
+    monkeypatch.setattr(subprocess, "Popen", popen_and_look)
     Gpufilter(gf.path, "cuda", "memcheck").run("--version").ok()
     assert len(seen) == 1 and "test_runs_in_flight_are_listed" in seen[0], seen
     assert seen[0].rstrip().endswith("gpufilter --version")
