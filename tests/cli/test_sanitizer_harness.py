@@ -123,7 +123,7 @@ case $FAKE_SANITIZER in
         if [ "$FAKE_SANITIZER" = hang-always ] || [ "$hung" -lt "${FAKE_SANITIZER#hang-}" ]; then
             echo $((hung + 1)) > "$marker-hangs"
             echo "========= COMPUTE-SANITIZER" > "$log"
-            sleep 1000
+            sleep "${FAKE_SANITIZER_SLEEP:-1000}"
         fi ;;
 esac
 "$@"
@@ -274,12 +274,14 @@ def test_internal_error_alone_fails(gf, fake_sanitizer, monkeypatch, tmp_path, t
     assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
 
 
-def sleepers(folder):
-    """Processes still running the fake's sleep 1000 (none once killed)."""
+def sleepers(seconds):
+    """Processes still running the fake's sleep (none once killed); each
+    test sleeps its own number of seconds, so that tests running beside it
+    do not count."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if cmdline.read_bytes() == b"sleep\x001000\x00":
+            if cmdline.read_bytes() == f"sleep\0{seconds}\0".encode():
                 found.append(cmdline.parent.name)
         except OSError:
             pass
@@ -291,17 +293,18 @@ def test_hung_run_is_described_killed_and_repeated(gf, fake_sanitizer, monkeypat
     described in {id}.hang and killed, its partial log leaves the summary,
     and it runs again; the summary line says so."""
     monkeypatch.setenv("FAKE_SANITIZER", "hang-1")
+    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", "1001")
     monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 2.0)
     started = time.monotonic()
     r = Gpufilter(gf.path, "cuda", "racecheck").run("-m", "no-such-mask", "in.png", "out.png")
     assert r.rc == 2, r.describe()
     assert time.monotonic() - started < 30
     assert turns == [False, False]
-    assert hung_runs(fake_sanitizer) == 1 and not sleepers(fake_sanitizer)
+    assert hung_runs(fake_sanitizer) == 1 and not sleepers(1001)
     hang = next(fake_sanitizer.glob("*.hang")).read_text()
     assert hang.startswith("hung after 2 s: ") and "gpufilter -m no-such-mask in.png out.png" in hang
     assert "compute-sanitizer --tool racecheck" in hang  # the tree, from the tool down
-    assert "pid " in hang and "sleep 1000" in hang and "state S" in hang
+    assert "pid " in hang and "sleep 1001" in hang and "state S" in hang
     assert len(list(fake_sanitizer.glob("*.hung"))) == 1
     summary = sanitizer_summary(fake_sanitizer)
     assert summary["processes"] == 1 and summary["errors"] == 0, summary
@@ -313,14 +316,15 @@ def test_hung_run_is_described_killed_and_repeated(gf, fake_sanitizer, monkeypat
 
 def test_run_hung_every_time_fails(gf, fake_sanitizer, monkeypatch, tmp_path, turns):
     monkeypatch.setenv("FAKE_SANITIZER", "hang-always")
+    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", "1002")
     monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 1.0)
     with pytest.raises(pytest.fail.Exception) as failed:
         Gpufilter(gf.path, "cuda", "racecheck").run("--version")
     assert "the run hung every time (1 s each)" in str(failed.value)
-    assert "sleep 1000" in str(failed.value)
+    assert "sleep 1002" in str(failed.value)
     assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
     assert hung_runs(fake_sanitizer) == conftest.SHARED_REPEATS + 2
-    assert not sleepers(fake_sanitizer)
+    assert not sleepers(1002)
 
 
 def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
