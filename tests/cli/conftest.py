@@ -170,7 +170,8 @@ SHARED_REPEATS = 2  # repeats of a run the tool failed, before one alone
 # A checked run still going after this many seconds is hung: its process
 # tree and gpufilter's thread stacks go to {id}.hang, the tree is killed and
 # the run repeated like one the tool failed. (Under racecheck the slowest
-# runs take ~30 s; one in ~500 has been seen never to end.)
+# runs take ~30 s; 11 of 2353 never ended, all batch runs with several
+# worker threads, every thread waiting on a lock inside libcuda.)
 SANITIZER_HANG_S = float(os.environ.get("GPUFILTER_SANITIZER_HANG_S", 300))
 
 
@@ -489,9 +490,14 @@ class Gpufilter:
             try:
                 out, err = proc.communicate(stdin, timeout=timeout)
             except subprocess.TimeoutExpired:
+                tree = process_tree(proc.pid)
                 hang_file.write_text(f"hung after {timeout:.0f} s: {what}\n" +
-                                     "".join(describe_process(pid) for pid in process_tree(proc.pid)))
+                                     "".join(describe_process(pid) for pid in tree))
+                # the session, and each process of the tree in case one left it
                 os.killpg(proc.pid, signal.SIGKILL)
+                for pid in tree:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 proc.communicate()
                 return None
         return subprocess.CompletedProcess(command, proc.returncode, out, err)

@@ -123,7 +123,9 @@ case $FAKE_SANITIZER in
         if [ "$FAKE_SANITIZER" = hang-always ] || [ "$hung" -lt "${FAKE_SANITIZER#hang-}" ]; then
             echo $((hung + 1)) > "$marker-hangs"
             echo "========= COMPUTE-SANITIZER" > "$log"
-            sleep "${FAKE_SANITIZER_SLEEP:-1000}"
+            # in a session of its own, as a tool's child may be: killing
+            # the run's session alone would leave it
+            setsid sleep "${FAKE_SANITIZER_SLEEP:-1000}"
         fi ;;
 esac
 "$@"
