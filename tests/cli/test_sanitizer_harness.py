@@ -276,10 +276,16 @@ def test_internal_error_alone_fails(gf, fake_sanitizer, monkeypatch, tmp_path, t
     assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
 
 
+def sleep_seconds(test):
+    """The fake's sleep for one test (1000 s and more): its own number, so
+    that a sleep of another test or another run on the machine does not
+    count."""
+    return 1000 + 2 * (os.getpid() % 100000) + test
+
+
 def sleepers(seconds):
-    """Processes still running the fake's sleep (none once killed); each
-    test sleeps its own number of seconds, so that tests running beside it
-    do not count."""
+    """Processes still running the fake's sleep of that many seconds (none
+    once killed)."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -295,18 +301,19 @@ def test_hung_run_is_described_killed_and_repeated(gf, fake_sanitizer, monkeypat
     described in {id}.hang and killed, its partial log leaves the summary,
     and it runs again; the summary line says so."""
     monkeypatch.setenv("FAKE_SANITIZER", "hang-1")
-    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", "1001")
+    seconds = sleep_seconds(0)
+    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", str(seconds))
     monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 2.0)
     started = time.monotonic()
     r = Gpufilter(gf.path, "cuda", "racecheck").run("-m", "no-such-mask", "in.png", "out.png")
     assert r.rc == 2, r.describe()
     assert time.monotonic() - started < 30
     assert turns == [False, False]
-    assert hung_runs(fake_sanitizer) == 1 and not sleepers(1001)
+    assert hung_runs(fake_sanitizer) == 1 and not sleepers(seconds)
     hang = next(fake_sanitizer.glob("*.hang")).read_text()
     assert hang.startswith("hung after 2 s: ") and "gpufilter -m no-such-mask in.png out.png" in hang
     assert "compute-sanitizer --tool racecheck" in hang  # the tree, from the tool down
-    assert "pid " in hang and "sleep 1001" in hang and "state S" in hang
+    assert "pid " in hang and f"sleep {seconds}" in hang and "state S" in hang
     assert len(list(fake_sanitizer.glob("*.hung"))) == 1
     summary = sanitizer_summary(fake_sanitizer)
     assert summary["processes"] == 1 and summary["errors"] == 0, summary
@@ -318,15 +325,16 @@ def test_hung_run_is_described_killed_and_repeated(gf, fake_sanitizer, monkeypat
 
 def test_run_hung_every_time_fails(gf, fake_sanitizer, monkeypatch, tmp_path, turns):
     monkeypatch.setenv("FAKE_SANITIZER", "hang-always")
-    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", "1002")
+    seconds = sleep_seconds(1)
+    monkeypatch.setenv("FAKE_SANITIZER_SLEEP", str(seconds))
     monkeypatch.setattr(conftest, "SANITIZER_HANG_S", 1.0)
     with pytest.raises(pytest.fail.Exception) as failed:
         Gpufilter(gf.path, "cuda", "racecheck").run("--version")
     assert "the run hung every time (1 s each)" in str(failed.value)
-    assert "sleep 1002" in str(failed.value)
+    assert f"sleep {seconds}" in str(failed.value)
     assert turns == [False] * (conftest.SHARED_REPEATS + 1) + [True]
     assert hung_runs(fake_sanitizer) == conftest.SHARED_REPEATS + 2
-    assert not sleepers(1002)
+    assert not sleepers(seconds)
 
 
 def test_gpu_turn_alone_waits_for_runs_in_flight(tmp_path):
