@@ -127,10 +127,20 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* The Huffman tables a JPEG defines, and whether a scan uses one it has
+ * not defined. libjpeg-turbo then takes the standard tables (Motion JPEG
+ * frames leave them out), while stb_image 2.27 reads its own uninitialised
+ * memory (found by fuzzing): such a file goes to libjpeg-turbo only. */
+typedef struct {
+    unsigned defined;   /* bit th: DC table th; bit 4 + th: AC table th */
+    int progressive;    /* SOF2: a scan uses DC or AC tables, not both */
+    int undefined_used; /* a scan needs a table not defined before it */
+} jpeg_tables;
+
 /* A DHT segment's tables each declare at most 256 codes. stb_image 2.27
  * writes past its code table when the counts add up to more (found by
  * fuzzing), so such files are refused before they reach it. */
-static int jpeg_huffman_tables_valid(const unsigned char *d, size_t n)
+static int jpeg_huffman_tables_valid(const unsigned char *d, size_t n, jpeg_tables *t)
 {
     size_t i = 0;
     while (i < n) {
@@ -141,15 +151,37 @@ static int jpeg_huffman_tables_valid(const unsigned char *d, size_t n)
             codes += d[i + b];
         if (codes > 256)
             return 0;
+        const int tc = d[i] >> 4, th = d[i] & 15;
+        if (tc <= 1 && th <= 3)  /* stb_image refuses the others */
+            t->defined |= 1u << (4 * tc + th);
         i += 17 + codes;
     }
     return i == n;
 }
 
+/* An SOS header (after its length): which tables its components need. A
+ * first DC scan of a progressive JPEG decodes with the DC table, its AC
+ * scans with the AC table, its DC refinements with none. */
+static void jpeg_scan_tables(const unsigned char *s, size_t n, jpeg_tables *t)
+{
+    if (n < 1 || n < 4 + 2 * (size_t)s[0])
+        return;  /* stb_image refuses a short header itself */
+    const size_t components = s[0];
+    const int first = s[1 + 2 * components], high = s[3 + 2 * components] >> 4;
+    const int dc = !t->progressive || (first == 0 && high == 0);
+    const int ac = !t->progressive || first != 0;
+    for (size_t k = 0; k < components; k++) {
+        const int td = s[2 + 2 * k] >> 4, ta = s[2 + 2 * k] & 15;
+        if ((dc && td <= 3 && !(t->defined >> td & 1)) ||
+            (ac && ta <= 3 && !(t->defined >> (4 + ta) & 1)))
+            t->undefined_used = 1;
+    }
+}
+
 /* Walk the JPEG markers: NULL when the file is whole and sound, otherwise
  * what is wrong. stb_image decodes a JPEG cut short without complaint (it
  * pads the missing scan data), so the markers must reach EOI. */
-static const char *jpeg_problem(const unsigned char *d, size_t n, size_t i)
+static const char *jpeg_problem(const unsigned char *d, size_t n, size_t i, jpeg_tables *t)
 {
     while (i + 4 <= n) {
         if (d[i] != 0xFF)
@@ -168,8 +200,12 @@ static const char *jpeg_problem(const unsigned char *d, size_t n, size_t i)
         size_t length = (size_t)d[i + 2] << 8 | d[i + 3];
         if (length < 2 || length > n - i - 2)
             break;
-        if (marker == 0xC4 && !jpeg_huffman_tables_valid(d + i + 4, length - 2))
+        if (marker == 0xC4 && !jpeg_huffman_tables_valid(d + i + 4, length - 2, t))
             return "corrupt JPEG (Huffman table)";
+        if (marker == 0xC2)
+            t->progressive = 1;
+        if (marker == 0xDA)
+            jpeg_scan_tables(d + i + 4, length - 2, t);
         i += 2 + length;
         if (marker != 0xDA)
             continue;
@@ -274,8 +310,9 @@ static int looks_like_tga(const unsigned char *d, size_t n)
                                                      bpp == 24 || bpp == 32);
 }
 
-/* NULL, or why a file stb_image would accept must still be refused. */
-static const char *container_problem(const unsigned char *d, size_t n)
+/* NULL, or why a file stb_image would accept must still be refused; for a
+ * JPEG, what its walk found about its Huffman tables. */
+static const char *container_problem(const unsigned char *d, size_t n, jpeg_tables *tables)
 {
     if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6'))
         return pnm_problem(d, n);
@@ -288,7 +325,7 @@ static const char *container_problem(const unsigned char *d, size_t n)
     while (i < n && d[i] == 0xFF)
         i++;
     if (i > 0 && i < n && d[i] == 0xD8)
-        return jpeg_problem(d, n, i + 1);
+        return jpeg_problem(d, n, i + 1, tables);
     if (looks_like_tga(d, n))
         return tga_problem(d, n);
     return NULL;
@@ -304,7 +341,8 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
         gf_set_error("%s: file too large to decode (over 2 GiB)", name);
         return NULL;
     }
-    const char *problem = container_problem(data, size);
+    jpeg_tables tables = {0};
+    const char *problem = container_problem(data, size, &tables);
     if (problem) {
         gf_set_error("%s: %s", name, problem);
         return NULL;
@@ -332,6 +370,14 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
             free(pixels);
             pixels = NULL;
         }
+    }
+    if (!pixels && tables.undefined_used) {
+        gf_set_error("%s: %s", name,
+                     gf_jpeg_turbo_available()
+                         ? "corrupt JPEG (a scan uses a Huffman table the file does not define)"
+                         : "a scan uses a Huffman table the file does not define; this build "
+                           "has no libjpeg-turbo, which would take the standard tables");
+        return NULL;
     }
     if (!pixels)
         pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);

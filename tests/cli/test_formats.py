@@ -136,6 +136,42 @@ def test_jpeg_input(gf, rng, tmp_path, kind):
     assert mad < 2.0, f"mean |diff| vs Pillow's decode: {mad:.3f}"
 
 
+def without_huffman_tables(jpeg):
+    """The JPEG with its DHT segments left out, as Motion JPEG frames are
+    (the decoder is to take the standard tables)."""
+    out, i = bytearray(jpeg[:2]), 2
+    while jpeg[i + 1] != 0xDA:  # up to the first scan
+        length = struct.unpack(">H", jpeg[i + 2:i + 4])[0]
+        if jpeg[i + 1] != 0xC4:
+            out += jpeg[i:i + 2 + length]
+        i += 2 + length
+    assert len(out) < i, "no DHT segment before the first scan"
+    return bytes(out + jpeg[i:])
+
+
+@pytest.mark.parametrize("kind", ["rgb", "gray"])
+def test_jpeg_without_huffman_tables(gf, tmp_path, kind):
+    """A baseline JPEG that leaves out its (standard) Huffman tables: with
+    libjpeg-turbo, decoded as the whole file is; without it, refused with
+    the reason (stb_image would read memory it never set), nothing written."""
+    img = photo("astronaut.png", "L" if kind == "gray" else "RGB")[:120, :200]
+    whole = tmp_path / "whole.jpg"
+    Image.fromarray(img[:, :, 0] if kind == "gray" else img).save(whole, quality=85)
+    bare = tmp_path / "bare.jpg"
+    bare.write_bytes(without_huffman_tables(whole.read_bytes()))
+    out = tmp_path / "bare.png"
+    r = gf.run("--backend", gf.backend, bare, out)
+    if b"libjpeg-turbo" in gf.run("--version").ok().out:
+        r.ok()
+        assert_equal_image(read_image(out), run_identity(gf, whole, tmp_path / "whole.png"),
+                           what="the file without its tables against the whole file")
+    else:
+        assert r.rc == 1 and r.err_lines == [
+            f"gpufilter: {bare}: a scan uses a Huffman table the file does not define; this "
+            "build has no libjpeg-turbo, which would take the standard tables"], r.describe()
+        assert not out.exists()
+
+
 @pytest.mark.parametrize("kind", ["rgb", "gray"])
 def test_bmp_input(gf, rng, tmp_path, kind):
     img = random_image(rng, 33, 19, 3 if kind == "rgb" else 1)  # odd width: row padding
