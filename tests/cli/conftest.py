@@ -206,11 +206,9 @@ def process_tree(root):
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop(0)
-        tree.append(pid)
-        todo += sorted(children.get(pid, []))
+    tree = [root]
+    for pid in tree:  # the list grows as it is read: each level after its parents
+        tree += sorted(children.get(pid, []))
     return tree
 
 
@@ -406,11 +404,10 @@ class Gpufilter:
             proc, recorded, run_id = self._sanitized_attempt(folder, argv, stdin, env, cwd,
                                                              min(timeout, SANITIZER_HANG_S), alone)
             files = sorted(folder.glob(f"{run_id}-*.log"))
-            hang = folder / f"{run_id}.hang"
             if proc is None and alone:
                 pytest.fail(f"compute-sanitizer {self.sanitizer}: the run hung every time "
                             f"({SANITIZER_HANG_S:.0f} s each)\n$ {shlex.join(argv)}\n"
-                            f"{hang.read_text()}", pytrace=False)
+                            f"{(folder / f'{run_id}.hang').read_text()}", pytrace=False)
             if proc is None:
                 for log in files:
                     log.rename(log.with_suffix(".hung"))
