@@ -7,7 +7,8 @@
 #   N=50 J=8 bash bench/throughput.sh
 #
 # Rows: gpufilter with no operation (decode + encode only: the codec bound),
-# gpufilter --backend cuda and --backend cpu, OpenCV (imread, filter2D,
+# gpufilter --backend cuda (and --devices all where there are several GPUs)
+# and --backend cpu, OpenCV (imread, filter2D,
 # imwrite on a thread pool), vips conv and ImageMagick -morphology Convolve
 # (one process per file, J at a time, each single-threaded); tools that are
 # not installed are listed as such.
@@ -52,6 +53,11 @@ measure "decode + encode only (gpufilter, no op)" \
 if "$BIN" --list-devices >/dev/null 2>&1; then
     measure "gpufilter --backend cuda -m $MASK" \
         "$BIN" --quiet --backend cuda -j "$J" -m "$MASK" -o "$DIR/out-cuda" "${INPUTS[@]}"
+    # with several GPUs, the same batch dealt out over all of them
+    if [ "$("$BIN" --list-devices | wc -l)" -gt 1 ]; then
+        measure "gpufilter --backend cuda --devices all" \
+            "$BIN" --quiet --backend cuda --devices all -j "$J" -m "$MASK" -o "$DIR/out-cuda-all" "${INPUTS[@]}"
+    fi
 else
     ROWS+=("$(printf '%-46s %s' "gpufilter --backend cuda -m $MASK" "no GPU here")")
 fi
