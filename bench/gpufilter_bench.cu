@@ -1070,7 +1070,9 @@ static void bench_reduce(Config &cfg)
     const Peer peer = cub_reduce(cfg);
     reduce_result *d_range = NULL;
     CHECK(cudaMalloc((void **)&d_range, sizeof *d_range), "allocating the reduction");
-    static const char *const names[REDUCE_VERSIONS] = {NULL, "v1 one-pass", "v2 histogram", "v3 dp4a"};
+    CHECK(cudaMemset(d_range, 0, sizeof *d_range), "allocating the reduction");
+    static const char *const names[REDUCE_VERSIONS] = {NULL, "v1 one-pass", "v2 histogram", "v3 dp4a",
+                                                                "v4 dp4a tiles"};
     for (int v = 1; v < REDUCE_VERSIONS; v++) {
         const std::string what = format("running reduce %s on %s", names[v], size_name(cfg).c_str());
         progress(cfg, format("reduce %s", names[v]).c_str());

@@ -112,16 +112,25 @@ cudaError_t histogram_gpu(int version, const unsigned char *src, size_t pixels, 
 
 /* ---- reduce.cu ------------------------------------------------------------- */
 
-#define REDUCE_VERSIONS 4  /* 1 one pass (there is no 0), 2 from the histogram, 3 DP4A */
+#define REDUCE_VERSIONS 5  /* 1 one pass (there is no 0), 2 from the histogram, 3 DP4A,
+                              4 DP4A over block tiles, one wave, no memset */
 
 /* min, max, sum and sum of squares of every channel. */
 typedef struct {
     unsigned int min[4], max[4];
     unsigned long long sum[4], sum_squares[4];
     unsigned long long hist[4 * 256];  /* version 2's scratch: the histograms */
+    /* Version 4's accumulators: 255 - min, max, the sums and the count of
+     * blocks done. Zero between launches: each launch's last block reads
+     * them into the fields above and zeroes them again, so they must be
+     * zero once, when the result is allocated (cudaMemset the whole). */
+    unsigned int acc_lo_inverted[4], acc_hi[4];
+    unsigned long long acc_sum[4], acc_squares[4];
+    unsigned int blocks_done;
 } reduce_result;
 
-/* Version 1, 2 or 3 (see reduce.cu); out is device memory. */
+/* Version 1 to 4 (see reduce.cu); out is device memory, zeroed once when it
+ * was allocated (version 4's accumulators). */
 cudaError_t reduce_gpu(int version, const unsigned char *src, size_t pixels, int channels,
                        reduce_result *out, cudaStream_t stream);
 

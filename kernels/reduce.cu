@@ -25,6 +25,19 @@
  *     instructions per byte instead of ~10, no atomics until the end. 32-bit
  *     partial sums are flushed into 64-bit ones every 4096 vectors (255^2 *
  *     4 * 4096 < 2^32). 1, 2 and 4 channels; 3 channels run version 2.
+ *   4 version 3's arithmetic over block tiles: each block reads tiles of
+ *     8 x 256 contiguous 16-byte vectors (8 loads in flight per thread,
+ *     128 bytes), tile t going to block t mod grid; the loads skip L1 and
+ *     ask L2 for 256-byte fetches (ld.global.nc.L1::no_allocate.L2::256B);
+ *     the grid is one wave (the blocks the SMs hold at once, from the
+ *     occupancy API); and no memset launches come before it: blocks merge
+ *     into accumulators kept in the result, which start and end at zero
+ *     (min kept as 255 - min, so that zero is its identity too), and the
+ *     last block to finish moves them into the result and zeroes them.
+ *     Measured side by side (bench/NOTES.md): on RGBA, one wave and four
+ *     loads alone 81%, tiles 82%, tiles and the L2 hint 85% of the copy
+ *     bandwidth, equal to CUB's DeviceReduce sum; 2, 4 or 8 loads within
+ *     1%.
  *
  * Roofline budget: C bytes read per pixel, 4 * C numbers written per block;
  * memory-bound: at ~3.0 TB/s (H100) an 8192x8192 RGBA image (256 MiB)
@@ -41,13 +54,16 @@ extern "C" {
 #define REDUCE_THREADS 256
 #define FULL_MASK 0xffffffffu
 
-/* The block's merge of every thread's lo, hi, sum and squares per channel:
- * warp shuffles, warp leaders in shared memory, then one thread per channel
- * into the global result with atomics. */
+/* The block's totals of every thread's lo, hi, sum and squares per
+ * channel: warp shuffles, then warp leaders in shared memory. Returns true
+ * in thread c < C, which then holds channel c's totals; the other threads
+ * return false and have nothing more to do. */
 template <int C>
-__device__ __forceinline__ void reduce_block(unsigned int (&lo)[C], unsigned int (&hi)[C],
-                                             unsigned long long (&sum)[C],
-                                             unsigned long long (&squares)[C], reduce_result *out)
+__device__ __forceinline__ bool reduce_block_totals(unsigned int (&lo)[C], unsigned int (&hi)[C],
+                                                   unsigned long long (&sum)[C],
+                                                   unsigned long long (&squares)[C], unsigned int &l,
+                                                   unsigned int &h, unsigned long long &s,
+                                                   unsigned long long &q)
 {
 #pragma unroll
     for (int c = 0; c < C; c++)
@@ -70,17 +86,31 @@ __device__ __forceinline__ void reduce_block(unsigned int (&lo)[C], unsigned int
         }
     __syncthreads();
     if (threadIdx.x >= C)
-        return;
+        return false;
     /* thread c merges channel c across the block's warps */
     const int c = threadIdx.x;
-    unsigned int l = 255, h = 0;
-    unsigned long long s = 0, q = 0;
+    l = 255, h = 0, s = 0, q = 0;
     for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) {
         l = min(l, warp_lo[w][c]);
         h = max(h, warp_hi[w][c]);
         s += warp_sum[w][c];
         q += warp_squares[w][c];
     }
+    return true;
+}
+
+/* The block's totals merged into the global result with atomics (versions
+ * 1 and 3: out was set to min 255, the rest 0, before the launch). */
+template <int C>
+__device__ __forceinline__ void reduce_block(unsigned int (&lo)[C], unsigned int (&hi)[C],
+                                             unsigned long long (&sum)[C],
+                                             unsigned long long (&squares)[C], reduce_result *out)
+{
+    unsigned int l, h;
+    unsigned long long s, q;
+    if (!reduce_block_totals<C>(lo, hi, sum, squares, l, h, s, q))
+        return;
+    const int c = threadIdx.x;
     atomicMin(&out->min[c], l);
     atomicMax(&out->max[c], h);
     atomicAdd(&out->sum[c], s);
@@ -206,6 +236,36 @@ __device__ __forceinline__ void reduce_flush(reduce_lanes (&l)[C])
     }
 }
 
+/* A thread's lanes as plain totals, plus (block 0) the bytes after the
+ * last whole vector: byte t is channel t mod C. */
+template <int C>
+__device__ __forceinline__ void reduce_thread_totals(reduce_lanes (&l)[C], const unsigned char *src,
+                                                     size_t bytes, unsigned (&lo)[C], unsigned (&hi)[C],
+                                                     unsigned long long (&sum)[C],
+                                                     unsigned long long (&squares)[C])
+{
+    reduce_flush<C>(l);
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        lo[c] = min(l[c].lo & 0xFFFF, l[c].lo >> 16);
+        hi[c] = max(l[c].hi & 0xFFFF, l[c].hi >> 16);
+        sum[c] = l[c].sum64;
+        squares[c] = l[c].squares64;
+    }
+    if (blockIdx.x == 0)
+        for (size_t t = bytes / 16 * 16 + threadIdx.x; t < bytes; t += blockDim.x) {
+            const unsigned x = src[t];
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                if ((int)(t % C) == c) {
+                    lo[c] = min(lo[c], x);
+                    hi[c] = max(hi[c], x);
+                    sum[c] += x;
+                    squares[c] += x * x;
+                }
+        }
+}
+
 template <int C>
 __global__ void __launch_bounds__(REDUCE_THREADS) reduce_kernel3(const unsigned char *src, size_t pixels,
                                                                 reduce_result *out)
@@ -230,41 +290,139 @@ __global__ void __launch_bounds__(REDUCE_THREADS) reduce_kernel3(const unsigned 
     }
     if (i < vectors)
         reduce_vector<C>(l, __ldg(v + i));
-    reduce_flush<C>(l);
     unsigned lo[C], hi[C];
     unsigned long long sum[C], squares[C];
-#pragma unroll
-    for (int c = 0; c < C; c++) {
-        lo[c] = min(l[c].lo & 0xFFFF, l[c].lo >> 16);
-        hi[c] = max(l[c].hi & 0xFFFF, l[c].hi >> 16);
-        sum[c] = l[c].sum64;
-        squares[c] = l[c].squares64;
-    }
-    if (blockIdx.x == 0)  /* the last bytes mod 16: byte t is channel t mod C */
-        for (size_t t = vectors * 16 + threadIdx.x; t < bytes; t += blockDim.x) {
-            const unsigned x = src[t];
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                if ((int)(t % C) == c) {
-                    lo[c] = min(lo[c], x);
-                    hi[c] = max(hi[c], x);
-                    sum[c] += x;
-                    squares[c] += x * x;
-                }
-        }
+    reduce_thread_totals<C>(l, src, bytes, lo, hi, sum, squares);
     reduce_block<C>(lo, hi, sum, squares, out);
 }
 
+/* Version 4: version 3's arithmetic with four 16-byte loads in flight per
+ * thread, a grid of exactly one wave (the blocks the SMs hold at once), and
+ * no memset before the launch: blocks merge into the accumulators, which
+ * start at zero (min as 255 - min, so that zero is its identity too), and
+ * the last block to finish moves them into the result and zeroes them. */
+#define REDUCE_LOADS 8  /* version 4's 16-byte loads in flight per thread */
+
+/* A streamed 16-byte load: not kept in L1, and L2 fetches the 256 bytes
+ * around it from memory at once (sm_80 and up). */
+__device__ __forceinline__ uint4 reduce_load(const uint4 *p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+#else
+    return __ldg(p);
+#endif
+}
+
+template <int C>
+__global__ void __launch_bounds__(REDUCE_THREADS) reduce_kernel4(const unsigned char *src, size_t pixels,
+                                                                reduce_result *out)
+{
+    reduce_lanes l[C];
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        l[c] = {0x00FF00FFu, 0u, 0u, 0u, 0ull, 0ull};
+    const size_t bytes = pixels * C, vectors = bytes / 16;
+    const uint4 *v = reinterpret_cast<const uint4 *>(src);
+    /* block tiles of REDUCE_LOADS x 256 vectors, tile t to block t mod grid */
+    const size_t tile = REDUCE_LOADS * REDUCE_THREADS, tiles = vectors / tile;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int since_flush = 0;
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const uint4 *p = v + t * tile + threadIdx.x;
+        uint4 x[REDUCE_LOADS];
+#pragma unroll
+        for (int k = 0; k < REDUCE_LOADS; k++)
+            x[k] = reduce_load(p + k * REDUCE_THREADS);
+#pragma unroll
+        for (int k = 0; k < REDUCE_LOADS; k++)
+            reduce_vector<C>(l, x[k]);
+        if (++since_flush == REDUCE_FLUSH / REDUCE_LOADS) {
+            reduce_flush<C>(l);
+            since_flush = 0;
+        }
+    }
+    /* less than a tile left, spread over the grid: fewer than REDUCE_LOADS
+     * vectors a thread, so still under REDUCE_FLUSH since the last flush */
+    size_t i = tiles * tile + (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i < vectors; i += stride)
+        reduce_vector<C>(l, __ldg(v + i));
+    unsigned lo[C], hi[C];
+    unsigned long long sum[C], squares[C];
+    reduce_thread_totals<C>(l, src, bytes, lo, hi, sum, squares);
+    unsigned int bl, bh;
+    unsigned long long bs, bq;
+    if (!reduce_block_totals<C>(lo, hi, sum, squares, bl, bh, bs, bq))
+        return;
+    /* lanes 0..C-1 of warp 0 */
+    const int c = threadIdx.x;
+    const unsigned lanes = (1u << C) - 1;
+    atomicMax(&out->acc_lo_inverted[c], 255 - bl);
+    atomicMax(&out->acc_hi[c], bh);
+    atomicAdd(&out->acc_sum[c], bs);
+    atomicAdd(&out->acc_squares[c], bq);
+    __threadfence();  /* this block's merge is seen before its count */
+    __syncwarp(lanes);
+    unsigned ticket = 0;
+    if (c == 0)
+        ticket = atomicAdd(&out->blocks_done, 1u);
+    ticket = __shfl_sync(lanes, ticket, 0);
+    if (ticket != gridDim.x - 1)
+        return;
+    /* the last block: every other block's atomics are done */
+    out->min[c] = 255 - atomicExch(&out->acc_lo_inverted[c], 0u);
+    out->max[c] = atomicExch(&out->acc_hi[c], 0u);
+    out->sum[c] = atomicExch(&out->acc_sum[c], 0ull);
+    out->sum_squares[c] = atomicExch(&out->acc_squares[c], 0ull);
+    if (c == 0) {
+        for (int unused = C; unused < 4; unused++) {  /* as versions 1 and 3 leave them */
+            out->min[unused] = 255;
+            out->max[unused] = 0;
+            out->sum[unused] = out->sum_squares[unused] = 0;
+        }
+        out->blocks_done = 0;
+    }
+}
+
 typedef void (*reduce_entry)(const unsigned char *, size_t, reduce_result *);
+
+/* One wave: as many blocks as the SMs hold at once, no memset. */
+static cudaError_t reduce_launch4(const unsigned char *src, size_t pixels, int channels,
+                                  reduce_result *out, cudaStream_t stream)
+{
+    reduce_entry entry = channels == 1 ? reduce_kernel4<1> : channels == 2 ? reduce_kernel4<2>
+                                                                            : reduce_kernel4<4>;
+    int device = 0, sms = 1, per_sm = 1;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess)
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, REDUCE_THREADS, 0);
+    if (err != cudaSuccess)
+        return err;
+    /* no more blocks than 64-vector runs, so that small images use few */
+    const size_t runs = (pixels * channels / 16 + 63) / 64;
+    const size_t wave = (size_t)sms * (size_t)(per_sm > 0 ? per_sm : 1);
+    const size_t wanted = (runs + REDUCE_THREADS - 1) / REDUCE_THREADS;
+    const int blocks = (int)(wanted < 1 ? 1 : wanted < wave ? wanted : wave);
+    entry<<<blocks, REDUCE_THREADS, 0, stream>>>(src, pixels, out);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t reduce_gpu(int version, const unsigned char *src, size_t pixels,
                                   int channels, reduce_result *out, cudaStream_t stream)
 {
     if (channels < 1 || channels > 4 || version < 1 || version >= REDUCE_VERSIONS)
         return cudaErrorInvalidValue;
-    /* version 3 runs 1, 2 and 4 channels from a 16-byte aligned buffer */
-    if (version == 3 && (channels == 3 || ((uintptr_t)src & 15)))
+    /* versions 3 and 4 run 1, 2 and 4 channels from a 16-byte aligned buffer */
+    if (version >= 3 && (channels == 3 || ((uintptr_t)src & 15)))
         version = 2;
+    if (version == 4)
+        return reduce_launch4(src, pixels, channels, out, stream);
     if (version == 2) {
         cudaError_t err = histogram_gpu(2, src, pixels, channels, 0, out->hist, stream);
         if (err != cudaSuccess)

@@ -827,6 +827,7 @@ static int cuda_open(cuda_backend *b)
     CUDA_CHECK(cudaMalloc((void **)&b->cdf, 4 * GF_BINS * sizeof *b->cdf), "allocating histograms");
     CUDA_CHECK(cudaMalloc((void **)&b->lut, 4 * GF_BINS), "allocating look-up tables");
     CUDA_CHECK(cudaMalloc((void **)&b->range, sizeof *b->range), "allocating statistics");
+    CUDA_CHECK(cudaMemset(b->range, 0, sizeof *b->range), "allocating statistics");
     /* non-blocking: the backends of a batch's workers run side by side */
     CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "creating a stream");
     CUDA_CHECK(cudaEventCreate(&b->start), "creating an event");

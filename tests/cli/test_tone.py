@@ -455,6 +455,43 @@ def test_stats_table_default_is_table(gf, rng, tmp_path):
     assert run_stats(gf, src, mode=None)[1] == run_stats(gf, src, mode="table")[1]
 
 
+def banded_image(rng, width, height, channels, low, high):
+    """Values in [low + 1, high - 1] except one pixel of `low` and one of
+    `high` per channel, at random places (so in any block of the GPU's
+    reduction, not the first)."""
+    img = rng.integers(low + 1, high, size=(height, width, channels), dtype=np.uint8)
+    for c in range(channels):
+        for value in (low, high):
+            img[rng.integers(height), rng.integers(width), c] = value
+    return img
+
+
+def test_stats_batch_each_image_its_own(gf, rng, tmp_path):
+    """--stats over several files on one worker thread (one backend, one
+    statistics buffer reused): each file's numbers are its own. Large images
+    spread the GPU's reduction over many blocks; the narrow bands change from
+    file to file, so a minimum, maximum or sum left over from the file before
+    shows."""
+    images = [banded_image(rng, 3001, 1999, 4, 3, 250),    # 24 MB: ~90 blocks
+              banded_image(rng, 2048, 1536, 1, 60, 150),
+              banded_image(rng, 1000, 999, 2, 0, 255),
+              banded_image(rng, 4099, 1001, 4, 100, 102),
+              banded_image(rng, 257, 131, 1, 7, 9)]
+    srcs = [write_png(tmp_path / f"in{k}.png", img) for k, img in enumerate(images)]
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{s}\n" for s in srcs))
+    r = gf.run("--backend", gf.backend, "--stats=json", "-j", "1", "--files-from", listing).ok()
+    text, decoder, got = r.out.decode(), json.JSONDecoder(), {}
+    at = 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        obj, at = decoder.raw_decode(text, at)
+        got[obj["file"]] = obj
+    assert sorted(got) == sorted(str(s) for s in srcs)
+    for src, img in zip(srcs, images):
+        assert_stats(got[str(src)], expected_stats(img, src))
+
+
 # ---------------------------------------------------------------------------
 # 2. --equalize
 
