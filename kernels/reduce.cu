@@ -34,10 +34,11 @@
  *     into accumulators kept in the result, which start and end at zero
  *     (min kept as 255 - min, so that zero is its identity too), and the
  *     last block to finish moves them into the result and zeroes them.
- *     Measured side by side (bench/NOTES.md): on RGBA, one wave and four
- *     loads alone 81%, tiles 82%, tiles and the L2 hint 85% of the copy
- *     bandwidth, equal to CUB's DeviceReduce sum; 2, 4 or 8 loads within
- *     1%.
+ *     Measured side by side (bench/NOTES.md), RGBA, % of the copy
+ *     bandwidth: version 3 76-78, one wave and four loads 81-82, tiles
+ *     80-83, tiles and the L2 hint 84-86 (CUB's DeviceReduce sum: the
+ *     same); with the hint, 2, 4 or 8 loads are within 1 point on RGBA,
+ *     and 8 is the best of them on gray.
  *
  * Roofline budget: C bytes read per pixel, 4 * C numbers written per block;
  * memory-bound: at ~3.0 TB/s (H100) an 8192x8192 RGBA image (256 MiB)
