@@ -382,8 +382,8 @@ static void *worker(void *arg)
  * image would fault its buffers in page by page again, and every unmap
  * stops the other workers' cores for a TLB shootdown. Kept in the heaps
  * (and not trimmed), a worker's freed buffers serve its next image: on 16
- * cores, 200 JPEGs of 12 Mpx took 2.0 million page faults and 3.45 s, and
- * 0.41 million and 2.9 s so (bench/NOTES.md). Memory stays bounded by
+ * cores, 200 JPEGs of 12 Mpx took 0.41 million page faults instead of 2.0
+ * million, and ran 3-11% faster (bench/NOTES.md). Memory stays bounded by
  * what the workers hold at once; blocks too big for a heap are still
  * mapped. */
 static void keep_buffers_in_heaps(void)
