@@ -297,11 +297,6 @@ __global__ void __launch_bounds__(REDUCE_THREADS) reduce_kernel3(const unsigned 
     reduce_block<C>(lo, hi, sum, squares, out);
 }
 
-/* Version 4: version 3's arithmetic with four 16-byte loads in flight per
- * thread, a grid of exactly one wave (the blocks the SMs hold at once), and
- * no memset before the launch: blocks merge into the accumulators, which
- * start at zero (min as 255 - min, so that zero is its identity too), and
- * the last block to finish moves them into the result and zeroes them. */
 #define REDUCE_LOADS 8  /* version 4's 16-byte loads in flight per thread */
 
 /* A streamed 16-byte load: not kept in L1, and L2 fetches the 256 bytes
@@ -319,6 +314,12 @@ __device__ __forceinline__ uint4 reduce_load(const uint4 *p)
 #endif
 }
 
+/* Version 4: version 3's arithmetic over block tiles of REDUCE_LOADS x 256
+ * vectors (all of a thread's loads of a tile in flight at once), in a grid
+ * of one wave, with no memset before the launch: blocks merge into the
+ * accumulators, which start at zero (min as 255 - min, so that zero is its
+ * identity too), and the last block to finish moves them into the result
+ * and zeroes them. */
 template <int C>
 __global__ void __launch_bounds__(REDUCE_THREADS) reduce_kernel4(const unsigned char *src, size_t pixels,
                                                                 reduce_result *out)
