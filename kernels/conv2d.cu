@@ -64,6 +64,16 @@
  *               for the variants that fit without spilling (gray and
  *               2-channel 3x3, the RGBA gradient pair with alpha copied):
  *               17-21% faster on the H100 (bench/NOTES.md); 128 for the rest.
+ *               Revised after profiling (bench/NOTES.md): rows are copied
+ *               into a per-thread ring in shared memory with cp.async, 7
+ *               rows ahead, instead of 2 rows into registers; and masks of
+ *               integer weights in -128..127 on gray and RGBA images take a
+ *               DP4A path (four byte products and their sum in one
+ *               instruction, no byte-to-float conversion; exact integer
+ *               sums, so the same bytes), which cut the instructions per
+ *               pixel the profile showed to be the bound (gray 3x3: 42.7
+ *               -> 32.8 before the per-mode loops). One copy of the loop
+ *               per scaling mode, so no output branches on it.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -131,6 +141,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "kernels.h"
 
 extern "C" {
@@ -147,6 +159,14 @@ __device__ __forceinline__ void conv2d_zero(float (&a)[N])
 #pragma unroll
     for (int i = 0; i < N; i++)
         a[i] = 0.0f;
+}
+
+template <int N>
+__device__ __forceinline__ void conv2d_zero(int (&a)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        a[i] = 0;
 }
 
 template <class T, int N>
@@ -1046,34 +1066,128 @@ template <int C, int Q, int M> struct row4 {
     static_assert(Q * C % 4 == 0 && Q * C <= 16, "a thread's own bytes are 1 to 4 whole words");
 };
 
-/* The fast path's loads of one row (ld.global.nc; the halo words come from
- * L1, where the neighbouring threads' own loads put them): the own bytes as
- * one 16- or 8-byte load where Q * C allows, else as words. */
+/* Rows a thread keeps in its ring in shared memory: kSlots4 - 1 of them
+ * fetched ahead of the one it converts. */
+constexpr int kSlots4 = 8;
+
+/* 32-bit words of one slot of a thread's ring (its NWD words of a row), for
+ * the launcher's shared-memory size. */
+__host__ __device__ constexpr int conv2d_ring4_words(int C, int Q, int M)
+{
+    return 2 * ((M / 2 * C + 3) / 4) + Q * C / 4;
+}
+
+/* A thread's ring: kSlots4 slots, each the NWD words of one input row, in
+ * planes across the block's T threads so that a warp's accesses to one
+ * plane are consecutive (no bank conflicts). The own bytes are NV vectors
+ * of VB bytes (one 16- or 8-byte copy where Q * C allows), then the 2 * SW
+ * halo words. Only the thread itself writes and reads its slots, so no
+ * barrier is needed: cp.async.wait_group orders its own copies. */
+template <int C, int Q, int M> struct ring4 {
+    using R = row4<C, Q, M>;
+    static constexpr int VB = R::OWN == 4 ? 16 : R::OWN == 2 ? 8 : 4, NV = R::OWN * 4 / VB;
+    unsigned own0, halo0;  /* shared addresses of this thread's first vector and word */
+    unsigned T;            /* the block's threads */
+    /* base: the ring's shared address; t: this thread */
+    __device__ ring4(unsigned base, unsigned t, unsigned threads)
+        : own0(base + t * VB), halo0(base + kSlots4 * R::OWN * 4 * threads + t * 4), T(threads)
+    {
+    }
+    __device__ unsigned own(int slot, int v) const
+    {
+        return own0 + (unsigned)(slot * NV + v) * T * VB;
+    }
+    __device__ unsigned halo(int slot, int k) const
+    {
+        return halo0 + (unsigned)(slot * 2 * R::SW + k) * T * 4;
+    }
+};
+
+/* cp.async (compute capability 8.0 and up; before it, a load and a store
+ * in the thread: the same bytes, only without the overlap). */
+template <int N>
+__device__ __forceinline__ void conv2d_copy_async(unsigned dst, const void *src)
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(N)
+                 : "memory");
+#else
+    if constexpr (N == 16) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src));
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(v.x), "r"(v.y),
+                     "r"(v.z), "r"(v.w) : "memory");
+    } else if constexpr (N == 8) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(src));
+        asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(dst), "r"(v.x), "r"(v.y) : "memory");
+    } else {
+        const unsigned v = __ldg(reinterpret_cast<const unsigned *>(src));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(dst), "r"(v) : "memory");
+    }
+#endif
+}
+
+__device__ __forceinline__ void conv2d_copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/* Until at most N of this thread's groups of copies are still in flight. */
+template <int N>
+__device__ __forceinline__ void conv2d_copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+/* The fast path's copies of one row into a slot (the halo words come from
+ * L1, where the neighbouring threads' own copies put them): the own bytes
+ * as one 16- or 8-byte copy where Q * C allows, else as words. Nothing
+ * passes through registers, so the ring's depth costs none. */
 template <int C, int Q, int M>
-__device__ __forceinline__ void conv2d_fetch4(const unsigned char *row, int x,
-                                              unsigned (&w)[row4<C, Q, M>::NWD])
+__device__ __forceinline__ void conv2d_fetch4(const ring4<C, Q, M> &ring, int slot,
+                                              const unsigned char *row, int x)
 {
     using R = row4<C, Q, M>;
-    const unsigned *at = reinterpret_cast<const unsigned *>(row + (size_t)x * C);
+    using G = ring4<C, Q, M>;
+    const unsigned char *at = row + (size_t)x * C;
+#pragma unroll
+    for (int v = 0; v < G::NV; v++)
+        conv2d_copy_async<G::VB>(ring.own(slot, v), at + v * G::VB);
 #pragma unroll
     for (int s = 0; s < R::SW; s++) {
-        w[s] = __ldg(at - R::SW + s);
-        w[R::SW + R::OWN + s] = __ldg(at + R::OWN + s);
+        conv2d_copy_async<4>(ring.halo(slot, s), at - 4 * (R::SW - s));
+        conv2d_copy_async<4>(ring.halo(slot, R::SW + s), at + 4 * (R::OWN + s));
     }
-    if constexpr (R::OWN == 4) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(at));
-        w[R::SW] = v.x;
-        w[R::SW + 1] = v.y;
-        w[R::SW + 2] = v.z;
-        w[R::SW + 3] = v.w;
-    } else if constexpr (R::OWN == 2) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(at));
-        w[R::SW] = v.x;
-        w[R::SW + 1] = v.y;
-    } else {
+}
+
+/* A slot's words back into registers, in row order: halo, own, halo. */
+template <int C, int Q, int M>
+__device__ __forceinline__ void conv2d_read4(const ring4<C, Q, M> &ring, int slot,
+                                             unsigned (&w)[row4<C, Q, M>::NWD])
+{
+    using R = row4<C, Q, M>;
+    using G = ring4<C, Q, M>;
 #pragma unroll
-        for (int m = 0; m < R::OWN; m++)
-            w[R::SW + m] = __ldg(at + m);
+    for (int s = 0; s < R::SW; s++) {
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w[s]) : "r"(ring.halo(slot, s)) : "memory");
+        asm volatile("ld.shared.u32 %0, [%1];"
+                     : "=r"(w[R::SW + R::OWN + s]) : "r"(ring.halo(slot, R::SW + s)) : "memory");
+    }
+#pragma unroll
+    for (int v = 0; v < G::NV; v++) {
+        unsigned *o = &w[R::SW + v * G::VB / 4];
+        if constexpr (G::VB == 16)
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3]) : "r"(ring.own(slot, v))
+                         : "memory");
+        else if constexpr (G::VB == 8)
+            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                         : "=r"(o[0]), "=r"(o[1]) : "r"(ring.own(slot, v)) : "memory");
+        else
+            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(o[0]) : "r"(ring.own(slot, v)) : "memory");
     }
 }
 
@@ -1114,19 +1228,123 @@ __device__ __forceinline__ void conv2d_pixels4(const fast_header &h, int ym, int
     }
 }
 
+/* ---- version 4, integer weights: DP4A ---------------------------------------
+ * Masks whose weights are integers of -128..127 (every built-in one) on gray
+ * and RGBA images take this path: the sums are exact integers either way, so
+ * the bytes are version 1's, and one DP4A multiplies four pixel bytes by
+ * four weights and adds them, with no conversion of the bytes to float. A
+ * row's bytes are regrouped once per channel into "windows": window (q, k)
+ * holds bytes 4k .. 4k + 3 of output q's M input pixels, weights past M are
+ * 0. Gray windows are the fetched words realigned with PRMT; RGBA pixels
+ * are transposed into one word per channel first (8 PRMT per 4 pixels). */
+template <int M> struct dp4 {
+    static constexpr int WW = (M + 3) / 4;  /* words per window */
+};
+
+/* acc + the dot product of four unsigned pixel bytes and four signed weights */
+__device__ __forceinline__ int conv2d_dp4a(unsigned pixels, unsigned weights, int acc)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(pixels), "r"(weights), "r"(acc));
+    return d;
+}
+
+/* Bytes o .. o + 3 of a byte stream held in words (o known at compile
+ * time); bytes past the last word are 0. */
+template <int NS>
+__device__ __forceinline__ unsigned conv2d_window(const unsigned (&s)[NS], int o)
+{
+    const int i = o / 4, sh = o % 4;
+    const unsigned lo = i < NS ? s[i] : 0u, hi = i + 1 < NS ? s[i + 1] : 0u;
+    return sh == 0 ? lo : __byte_perm(lo, hi, 0x3210u + 0x1111u * (unsigned)sh);
+}
+
+/* Off the fast path: the row's words gathered pixel by pixel through the
+ * border (row -1, the constant border's, is all zeros). */
+template <int C, int Q, int M>
+__device__ __forceinline__ void conv2d_gather4(const fast_header &h, int ym, int x,
+                                               unsigned (&w)[row4<C, Q, M>::NWD])
+{
+    using R = row4<C, Q, M>;
+#pragma unroll
+    for (int k = 0; k < R::NWD; k++)
+        w[k] = 0u;
+    if (ym < 0)
+        return;
+    const unsigned char *row = h.src + (size_t)ym * h.width * C;
+#pragma unroll
+    for (int i = 0; i < Q + M - 1; i++) {
+        const int xi = gf_border_index(x - R::RAD + i, h.width, (gf_border)h.border);
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const int b = 4 * R::SW - R::RAD * C + i * C + c;  /* byte of w */
+            const unsigned v = xi < 0 ? 0u : row[(size_t)xi * C + c];
+            w[b / 4] |= v << (8 * (b % 4));
+        }
+    }
+}
+
+/* The windows of one input row: win[c][q][k] for the CF channels and Q
+ * outputs of the thread (gray: C = 1; RGBA: C = 4, where SW = RAD, so word
+ * j is pixel x - RAD + j). */
+template <int C, int CF, int Q, int M>
+__device__ __forceinline__ void conv2d_windows4(const unsigned (&w)[row4<C, Q, M>::NWD],
+                                                unsigned (&win)[CF][Q][dp4<M>::WW])
+{
+    using R = row4<C, Q, M>;
+    constexpr int WW = dp4<M>::WW;
+    static_assert(C == 1 || C == 4, "gray or RGBA");
+    if constexpr (C == 1) {
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int k = 0; k < WW; k++)
+                win[0][q][k] = conv2d_window(w, 4 * R::SW - R::RAD + q + 4 * k);
+    } else {
+        constexpr int NG = (R::NWD + 3) / 4;
+        unsigned plane[CF][NG];
+#pragma unroll
+        for (int g = 0; g < NG; g++) {
+            auto px = [&](int j) { return 4 * g + j < R::NWD ? w[4 * g + j] : 0u; };
+            const unsigned t0 = __byte_perm(px(0), px(1), 0x5140u),  /* a0 b0 a1 b1 */
+                t1 = __byte_perm(px(2), px(3), 0x5140u),             /* c0 d0 c1 d1 */
+                t2 = __byte_perm(px(0), px(1), 0x7362u),             /* a2 b2 a3 b3 */
+                t3 = __byte_perm(px(2), px(3), 0x7362u);             /* c2 d2 c3 d3 */
+            plane[0][g] = __byte_perm(t0, t1, 0x5410u);
+            plane[1][g] = __byte_perm(t0, t1, 0x7632u);
+            plane[2][g] = __byte_perm(t2, t3, 0x5410u);
+            if constexpr (CF == 4)
+                plane[CF - 1][g] = __byte_perm(t2, t3, 0x7632u);
+        }
+#pragma unroll
+        for (int c = 0; c < CF; c++)
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+#pragma unroll
+                for (int k = 0; k < WW; k++)
+                    win[c][q][k] = conv2d_window(plane[c], q + 4 * k);
+    }
+}
+
+/* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
+constexpr int kModeAny = -1;
+
 /* kRows4 output rows of Q columns per thread. Input rows stream top to
  * bottom in a loop that is not unrolled (a fully unrolled strip was ~17 K
  * instructions, and two thirds of the warps' cycles went to instruction
- * fetch). The loop body is written out three times so that the ring of
- * three fetched rows rotates by renaming, not by moves that would wait for
- * the loads: each step fetches the row two ahead, converts its own. acc[i]
- * holds output row r - i, so input row r is mask row i of acc[i]: every
- * output gets its mask rows in order and, within a row, its columns in
- * order, version 1's summation order, hence version 1's bytes. After row
- * r, acc[M - 1] is complete: it is finished and stored (16-byte stores),
- * and the accumulators shift by one. DIV: the scale is divided (else
- * folded into the weights). */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+ * fetch). Each step copies the row kSlots4 - 1 ahead into the thread's
+ * ring in shared memory (cp.async: no registers held while in flight),
+ * waits for its own row and reads it back. The loop body is written out
+ * three times so that the 3x3 accumulators rotate by renaming, not by
+ * moves. acc[i] holds output row r - i, so input row r is mask row i of
+ * acc[i]: every output gets its mask rows in order and, within a row, its
+ * columns in order, version 1's summation order, hence version 1's bytes
+ * (the DP4A path's sums are exact integers: the same bytes). After row r,
+ * acc[M - 1] is complete: it is finished and stored (16-byte stores), and
+ * the accumulators shift by one. MODE: how the sums are scaled (for 3x3
+ * masks the kernel picks one copy of the whole loop per mode, so that no
+ * output branches on it; kModeAny: h.mode, tested per output). */
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP, int MODE>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0)
 {
     using R = row4<C, Q, M>;
@@ -1135,41 +1353,102 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     const fast_header &h = a.h;
     const bool fast = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
     const size_t row_bytes = (size_t)h.width * C;
-    const bool div = h.mode == MODE_DIV;
+    const bool div = MODE == MODE_DIV || (MODE == kModeAny && h.mode == MODE_DIV);
     const int rows = min(IN, h.height - y0 + M - 1);  /* input rows that feed an output */
-    auto row_of = [&](int r) { return gf_border_index(y0 - R::RAD + r, h.height, (gf_border)h.border); };
-    auto fetch = [&](int r, unsigned (&w)[R::NWD]) {
-        if (fast && r < rows)  /* the constant border's row -1 fetches row 0, unused */
-            conv2d_fetch4<C, Q, M>(h.src + (size_t)max(row_of(r), 0) * row_bytes, x, w);
+    const bool inside = y0 >= R::RAD && y0 - R::RAD + IN <= h.height;  /* no row off the image */
+    auto row_of = [&](int r) {
+        return inside ? y0 - R::RAD + r : gf_border_index(y0 - R::RAD + r, h.height, (gf_border)h.border);
     };
-    float acc[M][Q][K][CF];
-    auto step = [&](int r, const unsigned (&mine)[R::NWD], unsigned (&ahead)[R::NWD]) {
-        fetch(r + 2, ahead);
-        float px[N][CF];
-        conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
-        conv2d_zero(acc[0]);
+    extern __shared__ uint4 conv2d_shared4[];
+    const ring4<C, Q, M> ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
+                              threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
+    auto fetch = [&](int r) {  /* row r into its slot, as one group of copies */
+        if (fast && r < rows)  /* the constant border's row -1 fetches row 0, unused */
+            conv2d_fetch4<C, Q, M>(ring, r % kSlots4, h.src + (size_t)max(row_of(r), 0) * row_bytes, x);
+        conv2d_copy_commit();  /* an empty group past the last row keeps the count */
+    };
+    typename std::conditional<DP, int, float>::type acc[M][Q][K][CF];
+    /* DP: the integer sums as floats, exactly (|sum| < 2^22: 0x4B400000 + v
+     * is the float 1.5 * 2^23 + v), times 1 / scale when it is prescaled */
+    float mul[K], sub[K];
 #pragma unroll
-        for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
-#pragma unroll
-            for (int mx = 0; mx < M; mx++)
-#pragma unroll
-                for (int k = 0; k < K; k++) {
-                    const int wi = (k * M + i) * M + mx;
-                    if ((ZERO >> wi) & 1)
-                        continue;  /* a weight known to be 0: acc + 0 * px is acc */
-                    const float wv = a.w[wi];
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int c = 0; c < CF; c++)
-                            acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
-                }
-        const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-        if (j >= 0)
-            conv2d_finish_row<C, CF, K, Q>(acc[M - 1], h, y0 + j, x, [&](const float (&s)[K]) {
+    for (int k = 0; k < K; k++) {
+        mul[k] = div ? 1.0f : 1.0f / h.scale[k];
+        sub[k] = -12582912.0f * mul[k];
+    }
+    auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
+        conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
+            if constexpr (MODE == kModeAny)
                 return div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
                            : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
-            });
+            else
+                return conv2d_value<MODE, COMB, K>(s, h);
+        });
+    };
+    auto step = [&](int r) {
+        fetch(r + kSlots4 - 1);  /* into the slot row r - 1 left */
+        unsigned mine[R::NWD];
+        if (fast) {
+            conv2d_copy_wait<kSlots4 - 1>();  /* row r's group is in */
+            conv2d_read4<C, Q, M>(ring, r % kSlots4, mine);
+        }
+        if constexpr (DP) {
+            if (!fast)
+                conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
+            constexpr int WW = dp4<M>::WW;
+            unsigned win[CF][Q][WW];
+            conv2d_windows4<C, CF, Q, M>(mine, win);
+            conv2d_zero(acc[0]);
+#pragma unroll
+            for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                    for (int j = 0; j < WW; j++) {
+                        const unsigned wp = __float_as_uint(a.w[(k * M + i) * WW + j]);
+#pragma unroll
+                        for (int q = 0; q < Q; q++)
+#pragma unroll
+                            for (int c = 0; c < CF; c++)
+                                acc[i][q][k][c] = conv2d_dp4a(win[c][q][j], wp, acc[i][q][k][c]);
+                    }
+            const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+            if (j >= 0) {
+                float sums[Q][K][CF];
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            sums[q][k][c] = __fmaf_rn(
+                                __int_as_float(0x4B400000 + acc[M - 1][q][k][c]), mul[k], sub[k]);
+                finish(y0 + j, sums);
+            }
+        } else {
+            float px[N][CF];
+            conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
+            conv2d_zero(acc[0]);
+#pragma unroll
+            for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+                for (int mx = 0; mx < M; mx++)
+#pragma unroll
+                    for (int k = 0; k < K; k++) {
+                        const int wi = (k * M + i) * M + mx;
+                        if ((ZERO >> wi) & 1)
+                            continue;  /* a weight known to be 0: acc + 0 * px is acc */
+                        const float wv = a.w[wi];
+#pragma unroll
+                        for (int q = 0; q < Q; q++)
+#pragma unroll
+                            for (int c = 0; c < CF; c++)
+                                acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
+                    }
+            const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+            if (j >= 0)
+                finish(y0 + j, acc[M - 1]);
+        }
 #pragma unroll
         for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
 #pragma unroll
@@ -1181,16 +1460,16 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                         acc[i][q][k][c] = acc[i - 1][q][k][c];
     };
     conv2d_zero(acc);  /* rows before the first output: never stored */
-    unsigned w[3][R::NWD];
-    fetch(0, w[0]);
-    fetch(1, w[1]);
+#pragma unroll
+    for (int r = 0; r < kSlots4 - 1; r++)
+        fetch(r);
 #pragma unroll 1
-    for (int r = 0; r < rows; r += 3) {  /* w[r % 3] holds row r */
-        step(r, w[0], w[2]);
+    for (int r = 0; r < rows; r += 3) {  /* three steps: the 3x3 accumulators rotate by renaming */
+        step(r);
         if (r + 1 < rows)
-            step(r + 1, w[1], w[0]);
+            step(r + 1);
         if (r + 2 < rows)
-            step(r + 2, w[2], w[1]);
+            step(r + 2);
     }
 }
 
@@ -1208,14 +1487,29 @@ constexpr int conv2d_min_blocks4()
  * from global memory (the halo columns and rows that neighbouring threads
  * also read come from L1 and L2), so no warp waits for a block's staging
  * and every warp keeps several rows of loads in flight. */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
 {
     const int x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
     const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * kRows4;
-    if (x < a.h.width && y0 < a.h.height)
-        conv2d_body4<C, CF, K, M, Q, ZERO>(a, x, y0);
+    if (x >= a.h.width || y0 >= a.h.height)
+        return;
+    if constexpr (M > 3) {  /* one loop: three would spill the larger masks' registers */
+        conv2d_body4<C, CF, K, M, Q, ZERO, DP, kModeAny>(a, x, y0);
+    } else {
+        switch (a.h.mode) {  /* one copy of the loop per mode: no branch per output */
+        case MODE_DIV:
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_DIV>(a, x, y0);
+            break;
+        case MODE_PRESCALED:
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED>(a, x, y0);
+            break;
+        default:
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED_NO_OFFSET>(a, x, y0);
+            break;
+        }
+    }
 }
 
 }  /* namespace */
@@ -1264,7 +1558,7 @@ typedef cudaError_t (*conv2d_runner)(const conv2d_plan &, cudaStream_t);
  * weights in shared memory (ws) or in the parameters. */
 struct conv2d_variant {
     int version, C, CF, K, MW, MH, P, Q;
-    bool ws;
+    bool ws;        /* versions 2, 3: weights in shared memory; 4: integer weights, DP4A */
     unsigned zero;  /* weights known to be 0 (bit i: weight i) */
     const void *entry;
     conv2d_runner run;
@@ -1283,8 +1577,10 @@ template <int NW>
 static void conv2d_fill(fast_args<NW> &a, const conv2d_plan &pl)
 {
     a.h = pl.h;
-    for (int i = 0; i < NW; i++)
-        a.w[i] = i < pl.nw ? pl.w[i] : 0.0f;
+    /* bit copies: the DP4A path's packed weights are not meant as floats */
+    const int n = pl.nw < NW ? pl.nw : NW;
+    memcpy(a.w, pl.w, (size_t)n * sizeof(float));
+    memset(a.w + n, 0, (size_t)(NW - n) * sizeof(float));
 }
 
 template <int C, int CF, int K, int MW, int MH, int P, int Q, bool WS, int NW>
@@ -1296,12 +1592,13 @@ static cudaError_t conv2d_run2(const conv2d_plan &pl, cudaStream_t stream)
                         pl.shared, stream, args);
 }
 
-template <int C, int CF, int K, int M, int Q, unsigned ZERO>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP>
 static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
 {
     fast_args<K * M * M> args;
     conv2d_fill(args, pl);
-    return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO>, pl.grid, pl.block, 0, stream, args);
+    return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO, DP>, pl.grid, pl.block, pl.shared, stream,
+                        args);
 }
 
 template <int C, int CF, bool WS>
@@ -1340,21 +1637,27 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
  * 64 registers; one matrix of 3x3, 5x5 or 7x7, or a 3x3 gradient pair
  * (the Sobel, Prewitt and Scharr zeros, magnitude). RGB has no 7x7: Q = 4
  * would need ~84 accumulators, and no smaller Q makes whole words. */
-#define CONV2D_V4M(C, CF, K, M, Q, Z)                                                         \
-    {4, C, CF, K, M, M, kRows4, Q, false, Z, (const void *)conv2d_kernel4<C, CF, K, M, Q, Z>, \
-     conv2d_run4<C, CF, K, M, Q, Z>}
-#define CONV2D_V4(C, CF, Q3, QG, Q5)                                                          \
-    CONV2D_V4M(C, CF, 1, 3, Q3, 0u), CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS),      \
-    CONV2D_V4M(C, CF, 1, 5, Q5, 0u)
+#define CONV2D_V4M(C, CF, K, M, Q, Z, DP)                                                     \
+    {4, C, CF, K, M, M, kRows4, Q, DP, Z, (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP>, \
+     conv2d_run4<C, CF, K, M, Q, Z, DP>}
+#define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
+    CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
+    CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
 
 const conv2d_variant conv2d_variants[] = {
     CONV2D_V2_LAYOUT(1, 1), CONV2D_V2_LAYOUT(2, 2), CONV2D_V2_LAYOUT(3, 3),
     CONV2D_V2_LAYOUT(4, 3), CONV2D_V2_LAYOUT(4, 4),
     CONV2D_V3(1, 1), CONV2D_V3(2, 2), CONV2D_V3(3, 3), CONV2D_V3(4, 3), CONV2D_V3(4, 4),
-    CONV2D_V4(1, 1, 8, 8, 8), CONV2D_V4(2, 2, 4, 4, 4), CONV2D_V4(3, 3, 4, 4, 4),
-    CONV2D_V4(4, 3, 4, 2, 4), CONV2D_V4(4, 4, 4, 2, 2),
-    CONV2D_V4M(1, 1, 1, 7, 8, 0u), CONV2D_V4M(2, 2, 1, 7, 4, 0u), CONV2D_V4M(4, 3, 1, 7, 2, 0u),
-    CONV2D_V4M(4, 4, 1, 7, 2, 0u),
+    CONV2D_V4(1, 1, 8, 8, 8, false), CONV2D_V4(2, 2, 4, 4, 4, false),
+    CONV2D_V4(3, 3, 4, 4, 4, false), CONV2D_V4(4, 3, 4, 2, 4, false),
+    CONV2D_V4(4, 4, 4, 2, 2, false),
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u, false), CONV2D_V4M(2, 2, 1, 7, 4, 0u, false),
+    CONV2D_V4M(4, 3, 1, 7, 2, 0u, false), CONV2D_V4M(4, 4, 1, 7, 2, 0u, false),
+    /* integer weights of -128..127, gray and RGBA: DP4A */
+    CONV2D_V4(1, 1, 8, 8, 8, true), CONV2D_V4(4, 3, 4, 2, 4, true),
+    CONV2D_V4(4, 4, 4, 2, 2, true),
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u, true), CONV2D_V4M(4, 3, 1, 7, 2, 0u, true),
+    CONV2D_V4M(4, 4, 1, 7, 2, 0u, true),
 };
 
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, bool ws,
@@ -1392,6 +1695,51 @@ bool conv2d_power_of_two(float s)
     int e;
     const float m = frexpf(fabsf(s), &e);
     return m == 0.5f && e > -100 && e < 100;
+}
+
+/* Whether every matrix's scale is a power of two that can be folded into
+ * its weights exactly (no weight leaves 2^-100 .. 2^100). */
+bool conv2d_prescalable(const conv2d_launch *p, int K, int taps, const float *inv)
+{
+    for (int k = 0; k < K; k++) {
+        if (!conv2d_power_of_two(p->scale[k]))
+            return false;
+        for (int i = 0; i < taps; i++) {
+            const float w = p->host_weights[k * taps + i] * inv[k];
+            if (w != 0.0f && !(fabsf(w) > 0x1p-100f && fabsf(w) < 0x1p100f))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Whether every weight is an integer of -128..127: version 4's DP4A path. */
+bool conv2d_byte_weights(const float *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(w[i] >= -128.0f && w[i] <= 127.0f && w[i] == floorf(w[i])))
+            return false;
+    return true;
+}
+
+/* The DP4A path's weights: for matrix k, mask row i and window word j, the
+ * signed bytes of taps 4j .. 4j + 3 (0 past the row), packed into a word
+ * and stored as the bits of a float parameter. Returns the count. */
+int conv2d_pack_weights(const float *w, int K, int m, float *out)
+{
+    const int ww = (m + 3) / 4;
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < ww; j++) {
+                uint32_t word = 0;
+                for (int b = 0; b < 4; b++) {
+                    const int mx = 4 * j + b;
+                    const int v = mx < m ? (int)w[(k * m + i) * m + mx] : 0;
+                    word |= (uint32_t)(uint8_t)(int8_t)v << (8 * b);
+                }
+                memcpy(&out[(k * m + i) * ww + j], &word, sizeof word);
+            }
+    return K * m * ww;
 }
 
 int conv2d_gcd(int a, int b)
@@ -1540,7 +1888,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
             (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) ||
             K > 2)
             return false;
-        pl->v = conv2d_find(4, C, CF, K, mw, false, K == 2 ? CONV2D_GRADIENT_ZEROS : 0u);
+        const bool dp = (C == 1 || C == 4) && conv2d_byte_weights(p->host_weights, K * mw * mh);
+        pl->v = conv2d_find(4, C, CF, K, mw, dp, K == 2 ? CONV2D_GRADIENT_ZEROS : 0u);
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
@@ -1575,8 +1924,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     memset(&h, 0, sizeof h);
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
-    if (version == 4) {
-        pl->shared = 0;
+    if (version == 4) {  /* each thread's ring of rows */
+        pl->shared = (size_t)threads * kSlots4 * conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
@@ -1632,16 +1981,12 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
      * underflow and overflow for weights between 2^-100 and 2^100) */
     h.mode = MODE_DIV;
     pl->nw = 0;
-    if ((version == 2 || version == 4) && !pl->v->ws) {
+    if (version == 4 && pl->v->ws) {
+        prescale = conv2d_prescalable(p, K, mw * mh, inv);
+        pl->nw = conv2d_pack_weights(p->host_weights, K, mw, pl->w);
+    } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
-        prescale = true;
-        for (int k = 0; k < K; k++) {
-            prescale = prescale && conv2d_power_of_two(p->scale[k]);
-            for (int i = 0; i < taps && prescale; i++) {
-                const float w = p->host_weights[k * taps + i] * inv[k];
-                prescale = w == 0.0f || (fabsf(w) > 0x1p-100f && fabsf(w) < 0x1p100f);
-            }
-        }
+        prescale = conv2d_prescalable(p, K, taps, inv);
         for (int k = 0; k < K; k++)
             for (int i = 0; i < taps; i++)
                 pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? inv[k] : 1.0f);

@@ -552,6 +552,39 @@ def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
     assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda vs oracle")
 
 
+# version 4 has two arithmetic paths: integer weights of -128..127 (DP4A on
+# gray and RGBA) and every other weight (float); each on the ends of its
+# range, with a scale that is a power of two (folded) and one that is not
+DIRECT_WEIGHTS = {
+    "byte-ends": ([-128, 127, -1, 0, 1, 2], 64, 128),   # DP4A, prescaled, offset
+    "byte-ends-div": ([-128, 127, 3, -5], 100, 0),      # DP4A, divided
+    "fractional": ([0.5, -0.25, 1.75, 0.125], 3, 10),   # float
+    "past-a-byte": ([-129, 128, 200, -7, 1], 512, 0),   # float: not bytes
+}
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", ["nearest", "constant"])
+@pytest.mark.parametrize("size", [3, 5, 7])
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("weights", list(DIRECT_WEIGHTS))
+def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, border):
+    values, scale, offset = DIRECT_WEIGHTS[weights]
+    wt = rng.choice(values, size=(size, size))
+    wt[0, 0], wt[-1, -1] = values[0], values[1]  # both ends of the range, always
+    text = format_matrix(wt, scale, offset)
+    path = tmp_path / "w.mask"
+    path.write_text(text)
+    img = random_image(rng, 203, 77, channels)
+    got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
+                   extra=["--kernel", "direct"], tag="cuda")
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
+    assert_close(got, ref, what=f"cuda direct {weights} vs cpu")
+    assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda direct vs oracle")
+    if weights.startswith("byte"):  # integer sums: exactly the CPU's bytes
+        assert_equal_image(got, ref, f"cuda direct {weights} vs cpu")
+
+
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_cuda_big_photo(gf, rng, tmp_path, kernel):
