@@ -1368,13 +1368,19 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         conv2d_copy_commit();  /* an empty group past the last row keeps the count */
     };
     typename std::conditional<DP, int, float>::type acc[M][Q][K][CF];
-    /* DP: the integer sums as floats, exactly (|sum| < 2^22: 0x4B400000 + v
-     * is the float 1.5 * 2^23 + v), times 1 / scale when it is prescaled */
-    float mul[K], sub[K];
+    /* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so
+     * that (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one
+     * FFMA makes the sum times 1 / scale when it is prescaled (a power of
+     * two: exact), and with 2^23 added (top) also rounds it half to even,
+     * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
+     * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
+    constexpr int kAccStart = 0x4B400000;
+    float mul[K], sub[K], top[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
         mul[k] = div ? 1.0f : 1.0f / h.scale[k];
         sub[k] = -12582912.0f * mul[k];
+        top[k] = sub[k] + kMagic;
     }
     auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
         conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
@@ -1398,7 +1404,13 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             constexpr int WW = dp4<M>::WW;
             unsigned win[CF][Q][WW];
             conv2d_windows4<C, CF, Q, M>(mine, win);
-            conv2d_zero(acc[0]);
+#pragma unroll
+            for (int q = 0; q < Q; q++)  /* output row r starts */
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[0][q][k][c] = kAccStart;
 #pragma unroll
             for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
 #pragma unroll
@@ -1413,7 +1425,18 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                                 acc[i][q][k][c] = conv2d_dp4a(win[c][q][j], wp, acc[i][q][k][c]);
                     }
             const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-            if (j >= 0) {
+            if (j >= 0 && MODE == MODE_PRESCALED_NO_OFFSET && K == 1) {
+                float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        fv[q][c] = fminf(fmaxf(__fmaf_rn(__int_as_float(acc[M - 1][q][0][c]),
+                                                         mul[0], top[0]),
+                                               kMagic),
+                                         kMagic + 255.0f);
+                conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+            } else if (j >= 0) {
                 float sums[Q][K][CF];
 #pragma unroll
                 for (int q = 0; q < Q; q++)
@@ -1421,8 +1444,8 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                     for (int k = 0; k < K; k++)
 #pragma unroll
                         for (int c = 0; c < CF; c++)
-                            sums[q][k][c] = __fmaf_rn(
-                                __int_as_float(0x4B400000 + acc[M - 1][q][k][c]), mul[k], sub[k]);
+                            sums[q][k][c] =
+                                __fmaf_rn(__int_as_float(acc[M - 1][q][k][c]), mul[k], sub[k]);
                 finish(y0 + j, sums);
             }
         } else {
@@ -2053,6 +2076,12 @@ extern "C" int conv2d_supports(int version, const conv2d_launch *p)
         return p->channels >= 1 && p->channels <= 4;
     conv2d_plan pl;
     return conv2d_make_plan(version, p, &pl, false);
+}
+
+extern "C" int conv2d_direct_dp4a(const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    return conv2d_make_plan(4, p, &pl, false) && pl.v->ws;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)

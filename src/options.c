@@ -100,6 +100,8 @@ static void usage(FILE *out)
 "      --kernel VERSION   CUDA conv2d version: auto (default: the fastest measured\n"
 "                         for the mask: on colour images separable for masks\n"
 "                         that factor from 5x5 on and blocked for gradient\n"
+"                         pairs, except on RGBA with integer weights of\n"
+"                         -128..127: separable from 7x7 on, direct for the\n"
 "                         pairs; else direct for 3x3, 5x5 and 7x7 masks, else\n"
 "                         separable, else blocked), direct, separable,\n"
 "                         blocked, tiled, naive\n"
