@@ -322,8 +322,8 @@ static void parse_options(int argc, char **argv)
 }
 
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
- * direct version: the widest Wx64 it runs with 256 threads, one warp of
- * threads across and 8 down). */
+ * direct version: the widest Wx64 it runs with 256 threads, two warps of
+ * threads across and 4 down at 16 rows a thread). */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;
@@ -332,7 +332,7 @@ static void tile_of(int version, conv2d_launch *q)
         q->tile_width = g_opt.version_tile[2 * version];
         q->tile_height = g_opt.version_tile[2 * version + 1];
     } else if (version == 4 && !g_opt.tile_given) {
-        for (int w = 256; w >= 8; w /= 2) {
+        for (int w = 512; w >= 8; w /= 2) {
             q->tile_width = w;
             q->tile_height = 64;
             if (conv2d_supports(version, q) && conv2d_block_threads(version, q) == 256)

@@ -64,16 +64,20 @@
  *               for the variants that fit without spilling (gray and
  *               2-channel 3x3, the RGBA gradient pair with alpha copied):
  *               17-21% faster on the H100 (bench/NOTES.md); 128 for the rest.
- *               Revised after profiling (bench/NOTES.md): rows are copied
+ *               Revised after profiling (bench/NOTES.md), which showed
+ *               instruction issue, not memory latency, to be the bound
+ *               (gray 3x3: 42.7 instructions per pixel): rows are copied
  *               into a per-thread ring in shared memory with cp.async, 7
- *               rows ahead, instead of 2 rows into registers; and masks of
- *               integer weights in -128..127 on gray and RGBA images take a
- *               DP4A path (four byte products and their sum in one
+ *               rows ahead, instead of 2 rows into registers; masks of
+ *               integer weights in -128..127 on gray and RGBA images take
+ *               a DP4A path (four byte products and their sum in one
  *               instruction, no byte-to-float conversion; exact integer
- *               sums, so the same bytes), which cut the instructions per
- *               pixel the profile showed to be the bound (gray 3x3: 42.7
- *               -> 32.8 before the per-mode loops). One copy of the loop
- *               per scaling mode, so no output branches on it.
+ *               sums, so the same bytes; accumulators biased so that one
+ *               FFMA and a clamp finish a prescaled output); one copy of
+ *               the 3x3 loop per scaling mode, so no output branches on
+ *               it; rows inside the image skip the border mapping; RGBA
+ *               5x5, 7x7 and gradient pairs take 16 rows per thread.
+ *               Gray gaussian3 0.132 -> ~0.09 ms, RGBA 0.442 -> ~0.23.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -1057,7 +1061,15 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
 
 /* ---- version 4: direct ----------------------------------------------------- */
 
-constexpr int kRows4 = 8;  /* output rows per thread */
+/* Output rows per thread: 16 for RGBA 5x5, 7x7 and gradient pairs (their
+ * M - 1 halo rows and the per-thread setup spread over twice the outputs:
+ * 10-12% faster on the H100), 8 for the rest (3x3 of one matrix and gray
+ * lost 5-8% at 16, bench/NOTES.md). */
+template <int C, int K, int M>
+__host__ __device__ constexpr int conv2d_rows4()
+{
+    return C == 4 && (M >= 5 || K == 2) ? 16 : 8;
+}
 
 /* The words a thread reads of one input row: SW on either side (the halo,
  * M / 2 pixels, rounded up to words) and OWN for its own Q columns. */
@@ -1329,7 +1341,7 @@ __device__ __forceinline__ void conv2d_windows4(const unsigned (&w)[row4<C, Q, M
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
 constexpr int kModeAny = -1;
 
-/* kRows4 output rows of Q columns per thread. Input rows stream top to
+/* conv2d_rows4 output rows of Q columns per thread. Input rows stream top to
  * bottom in a loop that is not unrolled (a fully unrolled strip was ~17 K
  * instructions, and two thirds of the warps' cycles went to instruction
  * fetch). Each step copies the row kSlots4 - 1 ahead into the thread's
@@ -1348,7 +1360,7 @@ template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP, int MODE>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0)
 {
     using R = row4<C, Q, M>;
-    constexpr int IN = kRows4 + M - 1, N = Q + M - 1;
+    constexpr int IN = conv2d_rows4<C, K, M>() + M - 1, N = Q + M - 1;
     constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
     const fast_header &h = a.h;
     const bool fast = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
@@ -1500,22 +1512,24 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
  * registers, 37.5% occupancy) for the variants that fit 80 without spilling
  * (gray and 2-channel 3x3, the RGBA gradient pair with alpha copied), 2
  * (at most 128) for the rest, which would spill (84 to 2532 bytes). */
-template <int C, int CF, int K, int M>
+template <int C, int CF, int K, int M, bool DP>
 constexpr int conv2d_min_blocks4()
 {
+    if (DP && M == 3 && K == 1 && C == 4 && CF == 3)
+        return 3;  /* fits 80 without spilling; RGBA with alpha filtered would not */
     return M == 3 && ((K == 1 && C <= 2) || (K == 2 && C == 4 && CF == 3)) ? 3 : 2;
 }
 
-/* No shared memory and no barrier: each thread reads its inputs straight
- * from global memory (the halo columns and rows that neighbouring threads
- * also read come from L1 and L2), so no warp waits for a block's staging
- * and every warp keeps several rows of loads in flight. */
+/* No barrier: each thread copies its inputs from global memory into its
+ * own ring in shared memory (the halo columns and rows that neighbouring
+ * threads also read come from L1 and L2), so no warp waits for a block's
+ * staging and every warp keeps several rows of copies in flight. */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP>
-__global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M>()))
+__global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, DP>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
 {
     const int x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
-    const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * kRows4;
+    const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * conv2d_rows4<C, K, M>();
     if (x >= a.h.width || y0 >= a.h.height)
         return;
     if constexpr (M > 3) {  /* one loop: three would spill the larger masks' registers */
@@ -1654,14 +1668,15 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     {3, C, CF, 1, 0, 0, 8, 8, true, 0u, (const void *)conv2d_kernel3<C, CF, true>,            \
      conv2d_run3<C, CF, true>}
 
-/* version 4: kRows4 rows of Q columns per thread, Q such that a thread's
+/* version 4: conv2d_rows4 rows of Q columns per thread, Q such that a thread's
  * own bytes of a row are whole words (at most 16 bytes) and, where that
  * allows, its accumulators (M rows in progress x Q x K x CF) take at most
  * 64 registers; one matrix of 3x3, 5x5 or 7x7, or a 3x3 gradient pair
  * (the Sobel, Prewitt and Scharr zeros, magnitude). RGB has no 7x7: Q = 4
  * would need ~84 accumulators, and no smaller Q makes whole words. */
 #define CONV2D_V4M(C, CF, K, M, Q, Z, DP)                                                     \
-    {4, C, CF, K, M, M, kRows4, Q, DP, Z, (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP>, \
+    {4, C, CF, K, M, M, conv2d_rows4<C, K, M>(), Q, DP, Z,                                      \
+     (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP>,                                     \
      conv2d_run4<C, CF, K, M, Q, Z, DP>}
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \

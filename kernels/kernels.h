@@ -42,10 +42,11 @@ typedef struct {
      *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
      *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, 3x3
      *     gradient pairs combined by magnitude; host weights required; RGB
-     *     has no 7x7): one tile per block, each thread 8 rows x Q columns
-     *     (Q = 8 gray, 4 for 2 and 3 channels, 4 or 2 for RGBA, see
-     *     conv2d.cu): tile_width a multiple of Q, tile_height of 8, at most
-     *     256 threads per block.
+     *     has no 7x7): one tile per block, each thread R rows x Q columns
+     *     (R = 16 for RGBA 5x5, 7x7 and gradient pairs, else 8; Q = 8
+     *     gray, 4 for 2 and 3 channels, 4 or 2 for RGBA, see conv2d.cu):
+     *     tile_width a multiple of Q, tile_height of R, at most 256
+     *     threads per block.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -82,9 +83,9 @@ int conv2d_direct_dp4a(const conv2d_launch *p);
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
-/* Dynamic shared memory a launch of this version needs (0 for naive and
- * direct): exact,
- * for tile_width x tile_height and this mask and channel count. */
+/* Dynamic shared memory a launch of this version needs (0 for naive; the
+ * direct version's is each thread's ring of rows): exact, for tile_width x
+ * tile_height and this mask and channel count. */
 size_t conv2d_shared_bytes(int version, const conv2d_launch *p);
 /* Threads per block of a launch of this version with this tile:
  * tile_width * tile_height for versions 0 and 1, (tile_width / Q) *

@@ -460,7 +460,7 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
 static int direct_runs(const conv2d_launch *p)
 {
     conv2d_launch probe = *p;
-    probe.tile_width = probe.tile_height = 8;
+    probe.tile_width = probe.tile_height = 64;  /* a multiple of every variant's rows and columns */
     return conv2d_supports(GF_CONV_DIRECT, &probe);
 }
 

@@ -456,7 +456,8 @@ SWEEP = [("gaussian5", 1), ("sobel", 2), ("box9", 3), ("sharpen", 4), ("motion9"
          ("gaussian7", 4), ("gaussian5", 3), ("prewitt", 4), ("laplacian", 3), ("scharr", 1)]
 SEPARABLE = {"gaussian3", "gaussian5", "gaussian7", "box3", "box5", "box9", "identity"}
 # the register-blocked versions compute several pixels per thread: a tile is
-# a multiple of 8 wide and of 4 (blocked) or 8 (separable, direct) high
+# a multiple of 8 wide and of 4 (blocked) or 8 (separable, direct) high; the
+# direct version's RGBA 5x5, 7x7 and gradient pairs: 16 high (direct_rows)
 BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
                  "separable": {"32x8", "16x16", "8x8", "32x32", "auto"},
                  "direct": {"32x8", "16x16", "8x8", "32x32", "64x64", "auto"}}
@@ -476,11 +477,21 @@ def direct_runs(mask_name, channels):
             size[0] in (3, 5) + (() if channels == 3 else (7,)))
 
 
+def direct_rows(mask_name, channels):
+    """Output rows per thread of the direct version: 16 for RGBA 5x5, 7x7 and
+    gradient pairs, else 8."""
+    big = mask_name in GRADIENT_PAIRS or load_mask(mask_name).matrices[0].weights.shape[0] >= 5
+    return 16 if channels == 4 and big else 8
+
+
 def refused(kernel, tile, mask_name, channels=4):
     """Whether this kernel version must refuse the tile (or the mask)."""
     if kernel == "separable" and mask_name not in SEPARABLE:
         return True
     if kernel == "direct" and not direct_runs(mask_name, channels):
+        return True
+    if (kernel == "direct" and tile in BLOCKED_TILES["direct"] and tile != "auto" and
+            int(tile.split("x")[1]) % direct_rows(mask_name, channels)):
         return True
     # auto falls back to a version that runs the tile
     return kernel in BLOCKED_TILES and tile not in BLOCKED_TILES[kernel]
