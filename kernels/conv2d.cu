@@ -1261,6 +1261,19 @@ __device__ __forceinline__ int conv2d_dp4a(unsigned pixels, unsigned weights, in
     return d;
 }
 
+/* acc + the dot product of two signed 16-bit weights and pixel bytes 0, 1
+ * (HI false) or 2, 3 (HI true) */
+template <bool HI>
+__device__ __forceinline__ int conv2d_dp2a(unsigned weights, unsigned pixels, int acc)
+{
+    int d;
+    if (HI)
+        asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(weights), "r"(pixels), "r"(acc));
+    else
+        asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(weights), "r"(pixels), "r"(acc));
+    return d;
+}
+
 /* Bytes o .. o + 3 of a byte stream held in words (o known at compile
  * time); bytes past the last word are 0. */
 template <int NS>
@@ -1356,7 +1369,7 @@ constexpr int kModeAny = -1;
  * the accumulators shift by one. MODE: how the sums are scaled (for 3x3
  * masks the kernel picks one copy of the whole loop per mode, so that no
  * output branches on it; kModeAny: h.mode, tested per output). */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP, int MODE>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0)
 {
     using R = row4<C, Q, M>;
@@ -1379,7 +1392,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             conv2d_fetch4<C, Q, M>(ring, r % kSlots4, h.src + (size_t)max(row_of(r), 0) * row_bytes, x);
         conv2d_copy_commit();  /* an empty group past the last row keeps the count */
     };
-    typename std::conditional<DP, int, float>::type acc[M][Q][K][CF];
+    typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
     /* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so
      * that (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one
      * FFMA makes the sum times 1 / scale when it is prescaled (a power of
@@ -1429,12 +1442,21 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 for (int k = 0; k < K; k++)
 #pragma unroll
                     for (int j = 0; j < WW; j++) {
-                        const unsigned wp = __float_as_uint(a.w[(k * M + i) * WW + j]);
+                        constexpr int per = DP == 2 ? 2 : 1;
+                        const int at = ((k * M + i) * WW + j) * per;
+                        const unsigned wp = __float_as_uint(a.w[at]);
+                        const unsigned wq = __float_as_uint(a.w[at + per - 1]);
 #pragma unroll
                         for (int q = 0; q < Q; q++)
 #pragma unroll
-                            for (int c = 0; c < CF; c++)
-                                acc[i][q][k][c] = conv2d_dp4a(win[c][q][j], wp, acc[i][q][k][c]);
+                            for (int c = 0; c < CF; c++) {
+                                int &s = acc[i][q][k][c];
+                                if constexpr (DP == 2)
+                                    s = conv2d_dp2a<true>(wq, win[c][q][j],
+                                                          conv2d_dp2a<false>(wp, win[c][q][j], s));
+                                else
+                                    s = conv2d_dp4a(win[c][q][j], wp, s);
+                            }
                     }
             const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
             if (j >= 0 && MODE == MODE_PRESCALED_NO_OFFSET && K == 1) {
@@ -1512,7 +1534,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
  * registers, 37.5% occupancy) for the variants that fit 80 without spilling
  * (gray and 2-channel 3x3, the RGBA gradient pair with alpha copied), 2
  * (at most 128) for the rest, which would spill (84 to 2532 bytes). */
-template <int C, int CF, int K, int M, bool DP>
+template <int C, int CF, int K, int M, int DP>
 constexpr int conv2d_min_blocks4()
 {
     if (DP && M == 3 && K == 1 && C == 4 && CF == 3)
@@ -1524,7 +1546,7 @@ constexpr int conv2d_min_blocks4()
  * own ring in shared memory (the halo columns and rows that neighbouring
  * threads also read come from L1 and L2), so no warp waits for a block's
  * staging and every warp keeps several rows of copies in flight. */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, DP>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
 {
@@ -1595,7 +1617,8 @@ typedef cudaError_t (*conv2d_runner)(const conv2d_plan &, cudaStream_t);
  * weights in shared memory (ws) or in the parameters. */
 struct conv2d_variant {
     int version, C, CF, K, MW, MH, P, Q;
-    bool ws;        /* versions 2, 3: weights in shared memory; 4: integer weights, DP4A */
+    int ws;         /* versions 2, 3: weights in shared memory (1); 4: integer weights
+                       of one byte, DP4A (1), or of 16 bits, DP2A (2) */
     unsigned zero;  /* weights known to be 0 (bit i: weight i) */
     const void *entry;
     conv2d_runner run;
@@ -1629,7 +1652,7 @@ static cudaError_t conv2d_run2(const conv2d_plan &pl, cudaStream_t stream)
                         pl.shared, stream, args);
 }
 
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, bool DP>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP>
 static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
 {
     fast_args<K * M * M> args;
@@ -1686,19 +1709,22 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V2_LAYOUT(1, 1), CONV2D_V2_LAYOUT(2, 2), CONV2D_V2_LAYOUT(3, 3),
     CONV2D_V2_LAYOUT(4, 3), CONV2D_V2_LAYOUT(4, 4),
     CONV2D_V3(1, 1), CONV2D_V3(2, 2), CONV2D_V3(3, 3), CONV2D_V3(4, 3), CONV2D_V3(4, 4),
-    CONV2D_V4(1, 1, 8, 8, 8, false), CONV2D_V4(2, 2, 4, 4, 4, false),
-    CONV2D_V4(3, 3, 4, 4, 4, false), CONV2D_V4(4, 3, 4, 2, 4, false),
-    CONV2D_V4(4, 4, 4, 2, 2, false),
-    CONV2D_V4M(1, 1, 1, 7, 8, 0u, false), CONV2D_V4M(2, 2, 1, 7, 4, 0u, false),
-    CONV2D_V4M(4, 3, 1, 7, 2, 0u, false), CONV2D_V4M(4, 4, 1, 7, 2, 0u, false),
+    CONV2D_V4(1, 1, 8, 8, 8, 0), CONV2D_V4(2, 2, 4, 4, 4, 0),
+    CONV2D_V4(3, 3, 4, 4, 4, 0), CONV2D_V4(4, 3, 4, 2, 4, 0),
+    CONV2D_V4(4, 4, 4, 2, 2, 0),
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u, 0), CONV2D_V4M(2, 2, 1, 7, 4, 0u, 0),
+    CONV2D_V4M(4, 3, 1, 7, 2, 0u, 0), CONV2D_V4M(4, 4, 1, 7, 2, 0u, 0),
     /* integer weights of -128..127, gray and RGBA: DP4A */
-    CONV2D_V4(1, 1, 8, 8, 8, true), CONV2D_V4(4, 3, 4, 2, 4, true),
-    CONV2D_V4(4, 4, 4, 2, 2, true),
-    CONV2D_V4M(1, 1, 1, 7, 8, 0u, true), CONV2D_V4M(4, 3, 1, 7, 2, 0u, true),
-    CONV2D_V4M(4, 4, 1, 7, 2, 0u, true),
+    CONV2D_V4(1, 1, 8, 8, 8, 1), CONV2D_V4(4, 3, 4, 2, 4, 1),
+    CONV2D_V4(4, 4, 4, 2, 2, 1),
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u, 1), CONV2D_V4M(4, 3, 1, 7, 2, 0u, 1),
+    CONV2D_V4M(4, 4, 1, 7, 2, 0u, 1),
+    /* 7x7 of 16-bit integer weights (gaussian7), gray and RGBA: DP2A */
+    CONV2D_V4M(1, 1, 1, 7, 8, 0u, 2), CONV2D_V4M(4, 3, 1, 7, 2, 0u, 2),
+    CONV2D_V4M(4, 4, 1, 7, 2, 0u, 2),
 };
 
-const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, bool ws,
+const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws,
                                   unsigned zero = 0)
 {
     for (const conv2d_variant &v : conv2d_variants)
@@ -1760,24 +1786,48 @@ bool conv2d_byte_weights(const float *w, int n)
     return true;
 }
 
-/* The DP4A path's weights: for matrix k, mask row i and window word j, the
- * signed bytes of taps 4j .. 4j + 3 (0 past the row), packed into a word
- * and stored as the bits of a float parameter. Returns the count. */
-int conv2d_pack_weights(const float *w, int K, int m, float *out)
+/* Whether every weight is an integer of 16 bits and every matrix's sum
+ * stays below 2^22 in magnitude (255 times the sum of |weights|): version
+ * 4's DP2A path, whose accumulators hold the float bias (see conv2d_body4). */
+bool conv2d_short_weights(const float *w, int K, int taps)
 {
-    const int ww = (m + 3) / 4;
+    for (int k = 0; k < K; k++) {
+        double total = 0.0;
+        for (int i = 0; i < taps; i++) {
+            const float v = w[k * taps + i];
+            if (!(v >= -32768.0f && v <= 32767.0f && v == floorf(v)))
+                return false;
+            total += fabs((double)v);
+        }
+        if (255.0 * total >= 4194304.0)
+            return false;
+    }
+    return true;
+}
+
+/* The integer paths' weights, stored as the bits of float parameters. DP4A
+ * (dp 1): for matrix k, mask row i and window word j, the signed bytes of
+ * taps 4j .. 4j + 3 (0 past the row) in one word. DP2A (dp 2): two words
+ * per window word, taps 4j, 4j + 1 and 4j + 2, 4j + 3 as signed 16-bit
+ * halves. Returns the count. */
+int conv2d_pack_weights(const float *w, int K, int m, int dp, float *out)
+{
+    const int ww = (m + 3) / 4, per = dp == 2 ? 2 : 1;
+    auto tap = [&](int k, int i, int mx) { return mx < m ? (int)w[(k * m + i) * m + mx] : 0; };
     for (int k = 0; k < K; k++)
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < ww; j++) {
-                uint32_t word = 0;
-                for (int b = 0; b < 4; b++) {
-                    const int mx = 4 * j + b;
-                    const int v = mx < m ? (int)w[(k * m + i) * m + mx] : 0;
-                    word |= (uint32_t)(uint8_t)(int8_t)v << (8 * b);
+            for (int j = 0; j < ww; j++)
+                for (int h = 0; h < per; h++) {
+                    uint32_t word = 0;
+                    if (dp == 2)
+                        word = (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h) |
+                               (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h + 1) << 16;
+                    else
+                        for (int b = 0; b < 4; b++)
+                            word |= (uint32_t)(uint8_t)(int8_t)tap(k, i, 4 * j + b) << (8 * b);
+                    memcpy(&out[((k * m + i) * ww + j) * per + h], &word, sizeof word);
                 }
-                memcpy(&out[(k * m + i) * ww + j], &word, sizeof word);
-            }
-    return K * m * ww;
+    return K * m * ww * per;
 }
 
 int conv2d_gcd(int a, int b)
@@ -1926,8 +1976,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
             (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) ||
             K > 2)
             return false;
-        const bool dp = (C == 1 || C == 4) && conv2d_byte_weights(p->host_weights, K * mw * mh);
-        pl->v = conv2d_find(4, C, CF, K, mw, dp, K == 2 ? CONV2D_GRADIENT_ZEROS : 0u);
+        const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
+        const int dp = C != 1 && C != 4 ? 0
+                       : conv2d_byte_weights(p->host_weights, K * mw * mh) ? 1
+                       : conv2d_short_weights(p->host_weights, K, mw * mh) ? 2
+                       : 0;
+        pl->v = conv2d_find(4, C, CF, K, mw, dp, zero);
+        if (!pl->v && dp == 2)  /* DP2A only where it was worth a variant: float */
+            pl->v = conv2d_find(4, C, CF, K, mw, 0, zero);
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
@@ -2021,7 +2077,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
         prescale = conv2d_prescalable(p, K, mw * mh, inv);
-        pl->nw = conv2d_pack_weights(p->host_weights, K, mw, pl->w);
+        pl->nw = conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
         prescale = conv2d_prescalable(p, K, taps, inv);
@@ -2096,7 +2152,7 @@ extern "C" int conv2d_supports(int version, const conv2d_launch *p)
 extern "C" int conv2d_direct_dp4a(const conv2d_launch *p)
 {
     conv2d_plan pl;
-    return conv2d_make_plan(4, p, &pl, false) && pl.v->ws;
+    return conv2d_make_plan(4, p, &pl, false) && pl.v->ws != 0;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)

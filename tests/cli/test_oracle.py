@@ -563,14 +563,18 @@ def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
     assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda vs oracle")
 
 
-# version 4 has two arithmetic paths: integer weights of -128..127 (DP4A on
-# gray and RGBA) and every other weight (float); each on the ends of its
-# range, with a scale that is a power of two (folded) and one that is not
+# version 4 has three arithmetic paths on gray and RGBA: integer weights of
+# -128..127 (DP4A), 7x7 of 16-bit integer weights whose sums stay below 2^22
+# (DP2A; other sizes: float) and every other weight (float); each on the
+# ends of its range, with a scale that is a power of two (folded) and one
+# that is not
 DIRECT_WEIGHTS = {
-    "byte-ends": ([-128, 127, -1, 0, 1, 2], 64, 128),   # DP4A, prescaled, offset
-    "byte-ends-div": ([-128, 127, 3, -5], 100, 0),      # DP4A, divided
-    "fractional": ([0.5, -0.25, 1.75, 0.125], 3, 10),   # float
-    "past-a-byte": ([-129, 128, 200, -7, 1], 512, 0),   # float: not bytes
+    "byte-ends": ([-128, 127, -1, 0, 1, 2], 64, 128),        # DP4A, prescaled, offset
+    "byte-ends-div": ([-128, 127, 3, -5], 100, 0),           # DP4A, divided
+    "fractional": ([0.5, -0.25, 1.75, 0.125], 3, 10),        # float
+    "past-a-byte": ([-129, 128, 200, -7, 1], 512, 0),        # 7x7: DP2A, else float
+    "shorts-div": ([-1000, 1000, 300, -7, 0, 1], 1000, 3),   # 7x7: DP2A (sums < 2^22), divided
+    "shorts-big": ([-32768, 32767, 1, 0], 65536, 0),         # float: sums past 2^22
 }
 
 
@@ -581,8 +585,8 @@ DIRECT_WEIGHTS = {
 @pytest.mark.parametrize("weights", list(DIRECT_WEIGHTS))
 def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, border):
     values, scale, offset = DIRECT_WEIGHTS[weights]
-    wt = rng.choice(values, size=(size, size))
-    wt[0, 0], wt[-1, -1] = values[0], values[1]  # both ends of the range, always
+    wt = rng.choice(values[2:], size=(size, size))
+    wt[0, 0], wt[-1, -1] = values[0], values[1]  # both ends of the range
     text = format_matrix(wt, scale, offset)
     path = tmp_path / "w.mask"
     path.write_text(text)
@@ -592,7 +596,7 @@ def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, bo
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
     assert_close(got, ref, what=f"cuda direct {weights} vs cpu")
     assert_close(got, apply_mask(img, parse_mask(text), border), what="cuda direct vs oracle")
-    if weights.startswith("byte"):  # integer sums: exactly the CPU's bytes
+    if weights != "fractional":  # integer sums: exactly the CPU's bytes
         assert_equal_image(got, ref, f"cuda direct {weights} vs cpu")
 
 
