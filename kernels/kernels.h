@@ -76,8 +76,9 @@ const char *conv2d_version_name(int version);
  * factor itself); version 4 needs host_weights and a mask it runs (see
  * tile_width above). */
 int conv2d_supports(int version, const conv2d_launch *p);
-/* Whether version 4 runs this launch on its DP4A path (integer weights of
- * -128..127 on 1 or 4 channels; see conv2d.cu): 1 or 0. */
+/* Whether version 4 runs this launch on one of its integer paths (1 or 4
+ * channels; DP4A for weights of -128..127, DP2A for 7x7 masks of 16-bit
+ * weights; see conv2d.cu): 1 or 0. */
 int conv2d_direct_dp4a(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */

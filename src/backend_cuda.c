@@ -405,9 +405,9 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
 /* The kernel version for a launch: the one asked for, or by default the
  * fastest that runs it in bench/NOTES.md's measurements: on 3 and 4
  * channels the separable one for masks that factor and are 5x5 or larger
- * (7x7 and larger where the direct one takes its DP4A path), and the
- * register-blocked one for the gradient pairs (unless the direct one takes
- * its DP4A path); otherwise the direct one where it runs (3x3, 5x5 and 7x7
+ * (7x7 and larger where the direct one takes an integer path, DP4A or
+ * DP2A), and the register-blocked one for the gradient pairs (unless the
+ * direct one takes its DP4A path); otherwise the direct one where it runs (3x3, 5x5 and 7x7
  * masks of one matrix, 3x3 gradient pairs), else the separable one for
  * masks that factor, else the register-blocked one (the tiled one where
  * none of them runs). */
