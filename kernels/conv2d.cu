@@ -2149,7 +2149,7 @@ extern "C" int conv2d_supports(int version, const conv2d_launch *p)
     return conv2d_make_plan(version, p, &pl, false);
 }
 
-extern "C" int conv2d_direct_dp4a(const conv2d_launch *p)
+extern "C" int conv2d_direct_integer(const conv2d_launch *p)
 {
     conv2d_plan pl;
     return conv2d_make_plan(4, p, &pl, false) && pl.v->ws != 0;

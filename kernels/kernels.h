@@ -79,7 +79,7 @@ int conv2d_supports(int version, const conv2d_launch *p);
 /* Whether version 4 runs this launch on one of its integer paths (1 or 4
  * channels; DP4A for weights of -128..127, DP2A for 7x7 masks of 16-bit
  * weights; see conv2d.cu): 1 or 0. */
-int conv2d_direct_dp4a(const conv2d_launch *p);
+int conv2d_direct_integer(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
