@@ -1253,6 +1253,16 @@ template <int M> struct dp4 {
     static constexpr int WW = (M + 3) / 4;  /* words per window */
 };
 
+/* DP of the separable integer path: masks that factor as an integer column
+ * times a row of -128..127 (gaussian5, gaussian7, box5), sums below 2^22.
+ * Each input row gets the row pass once per output column (WW DP4A per
+ * channel), and the column pass is one FFMA per mask row: for 7x7, 2 DP4A
+ * + 8 float instructions per pixel and channel instead of 28 DP2A. The
+ * parameters are the row's WW packed words, then the M column weights as
+ * floats. */
+constexpr int kSeparable4 = CONV2D_SEPARABLE_INTEGER;
+static_assert(CONV2D_DP4A == 1 && CONV2D_DP2A == 2, "the DP template argument");
+
 /* acc + the dot product of four unsigned pixel bytes and four signed weights */
 __device__ __forceinline__ int conv2d_dp4a(unsigned pixels, unsigned weights, int acc)
 {
@@ -1400,6 +1410,9 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
      * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
      * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
     constexpr int kAccStart = 0x4B400000;
+    /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
+     * per output */
+    constexpr bool quick = K == 1 && MODE == MODE_PRESCALED_NO_OFFSET;
     float mul[K], sub[K], top[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
@@ -1436,30 +1449,58 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
 #pragma unroll
                     for (int c = 0; c < CF; c++)
                         acc[0][q][k][c] = kAccStart;
+            if constexpr (DP == kSeparable4) {
+                /* the row pass: one DP4A chain per output and channel, its
+                 * sum h biased like the accumulators (|h| < 2^22), then
+                 * h as a float (exact) times each column weight into the M
+                 * rows in progress: exact integer products and sums */
+                float hf[Q][CF];
 #pragma unroll
-            for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+                for (int q = 0; q < Q; q++)
 #pragma unroll
-                for (int k = 0; k < K; k++)
+                    for (int c = 0; c < CF; c++) {
+                        int s = kAccStart;
 #pragma unroll
-                    for (int j = 0; j < WW; j++) {
-                        constexpr int per = DP == 2 ? 2 : 1;
-                        const int at = ((k * M + i) * WW + j) * per;
-                        const unsigned wp = __float_as_uint(a.w[at]);
-                        const unsigned wq = __float_as_uint(a.w[at + per - 1]);
-#pragma unroll
-                        for (int q = 0; q < Q; q++)
-#pragma unroll
-                            for (int c = 0; c < CF; c++) {
-                                int &s = acc[i][q][k][c];
-                                if constexpr (DP == 2)
-                                    s = conv2d_dp2a<true>(wq, win[c][q][j],
-                                                          conv2d_dp2a<false>(wp, win[c][q][j], s));
-                                else
-                                    s = conv2d_dp4a(win[c][q][j], wp, s);
-                            }
+                        for (int j = 0; j < WW; j++)
+                            s = conv2d_dp4a(win[c][q][j], __float_as_uint(a.w[j]), s);
+                        hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
                     }
+#pragma unroll
+                for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
+                    const float cw = a.w[WW + i];
+#pragma unroll
+                    for (int q = 0; q < Q; q++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            acc[i][q][0][c] = __float_as_int(
+                                __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+#pragma unroll
+                        for (int j = 0; j < WW; j++) {
+                            constexpr int per = DP == 2 ? 2 : 1;
+                            const int at = ((k * M + i) * WW + j) * per;
+                            const unsigned wp = __float_as_uint(a.w[at]);
+                            const unsigned wq = __float_as_uint(a.w[at + per - 1]);
+#pragma unroll
+                            for (int q = 0; q < Q; q++)
+#pragma unroll
+                                for (int c = 0; c < CF; c++) {
+                                    int &s = acc[i][q][k][c];
+                                    if constexpr (DP == 2)
+                                        s = conv2d_dp2a<true>(wq, win[c][q][j],
+                                                              conv2d_dp2a<false>(wp, win[c][q][j], s));
+                                    else
+                                        s = conv2d_dp4a(win[c][q][j], wp, s);
+                                }
+                        }
+            }
             const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-            if (j >= 0 && MODE == MODE_PRESCALED_NO_OFFSET && K == 1) {
+            if (j >= 0 && quick) {
                 float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
 #pragma unroll
                 for (int q = 0; q < Q; q++)
@@ -1545,8 +1586,12 @@ constexpr int conv2d_min_blocks4()
 /* No barrier: each thread copies its inputs from global memory into its
  * own ring in shared memory (the halo columns and rows that neighbouring
  * threads also read come from L1 and L2), so no warp waits for a block's
- * staging and every warp keeps several rows of copies in flight. */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP>
+ * staging and every warp keeps several rows of copies in flight. MODE4:
+ * kModeAny (the mode read from the header), or MODE_PRESCALED_NO_OFFSET
+ * for the kernels of 5x5 and 7x7 integer masks that have only that mode
+ * (gaussian5, gaussian7: 11-15% faster on the H100 than the loop that
+ * tests the mode per output, bench/NOTES.md). */
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE4>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, DP>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
 {
@@ -1554,7 +1599,11 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
     const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * conv2d_rows4<C, K, M>();
     if (x >= a.h.width || y0 >= a.h.height)
         return;
-    if constexpr (M > 3) {  /* one loop: three would spill the larger masks' registers */
+    if constexpr (MODE4 != kModeAny) {  /* a kernel of its own for one mode */
+        conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE4>(a, x, y0);
+    } else if constexpr (M > 3) {
+        /* one loop: more would spill the larger masks' registers (and a
+         * second loop in the same kernel spilled 24 to 1360 bytes) */
         conv2d_body4<C, CF, K, M, Q, ZERO, DP, kModeAny>(a, x, y0);
     } else {
         switch (a.h.mode) {  /* one copy of the loop per mode: no branch per output */
@@ -1618,10 +1667,12 @@ typedef cudaError_t (*conv2d_runner)(const conv2d_plan &, cudaStream_t);
 struct conv2d_variant {
     int version, C, CF, K, MW, MH, P, Q;
     int ws;         /* versions 2, 3: weights in shared memory (1); 4: integer weights
-                       of one byte, DP4A (1), or of 16 bits, DP2A (2) */
+                       of one byte, DP4A (1), of 16 bits, DP2A (2), or a column times
+                       a row of bytes (kSeparable4) */
     unsigned zero;  /* weights known to be 0 (bit i: weight i) */
     const void *entry;
     conv2d_runner run;
+    bool quick;     /* version 4: for prescaled masks without offsets only */
 };
 
 struct conv2d_plan {
@@ -1652,13 +1703,13 @@ static cudaError_t conv2d_run2(const conv2d_plan &pl, cudaStream_t stream)
                         pl.shared, stream, args);
 }
 
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE4>
 static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
 {
     fast_args<K * M * M> args;
     conv2d_fill(args, pl);
-    return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO, DP>, pl.grid, pl.block, pl.shared, stream,
-                        args);
+    return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO, DP, MODE4>, pl.grid, pl.block, pl.shared,
+                        stream, args);
 }
 
 template <int C, int CF, bool WS>
@@ -1697,10 +1748,14 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
  * 64 registers; one matrix of 3x3, 5x5 or 7x7, or a 3x3 gradient pair
  * (the Sobel, Prewitt and Scharr zeros, magnitude). RGB has no 7x7: Q = 4
  * would need ~84 accumulators, and no smaller Q makes whole words. */
-#define CONV2D_V4M(C, CF, K, M, Q, Z, DP)                                                     \
+#define CONV2D_V4X(C, CF, K, M, Q, Z, DP, MODE4)                                              \
     {4, C, CF, K, M, M, conv2d_rows4<C, K, M>(), Q, DP, Z,                                      \
-     (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP>,                                     \
-     conv2d_run4<C, CF, K, M, Q, Z, DP>}
+     (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP, MODE4>,                              \
+     conv2d_run4<C, CF, K, M, Q, Z, DP, MODE4>, MODE4 != kModeAny}
+#define CONV2D_V4M(C, CF, K, M, Q, Z, DP) CONV2D_V4X(C, CF, K, M, Q, Z, DP, kModeAny)
+/* and the same for the prescaled masks without offsets only */
+#define CONV2D_V4Q(C, CF, M, Q, DP)                                                            \
+    CONV2D_V4M(C, CF, 1, M, Q, 0u, DP), CONV2D_V4X(C, CF, 1, M, Q, 0u, DP, MODE_PRESCALED_NO_OFFSET)
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
     CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
@@ -1715,21 +1770,28 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4M(1, 1, 1, 7, 8, 0u, 0), CONV2D_V4M(2, 2, 1, 7, 4, 0u, 0),
     CONV2D_V4M(4, 3, 1, 7, 2, 0u, 0), CONV2D_V4M(4, 4, 1, 7, 2, 0u, 0),
     /* integer weights of -128..127, gray and RGBA: DP4A */
-    CONV2D_V4(1, 1, 8, 8, 8, 1), CONV2D_V4(4, 3, 4, 2, 4, 1),
-    CONV2D_V4(4, 4, 4, 2, 2, 1),
-    CONV2D_V4M(1, 1, 1, 7, 8, 0u, 1), CONV2D_V4M(4, 3, 1, 7, 2, 0u, 1),
-    CONV2D_V4M(4, 4, 1, 7, 2, 0u, 1),
-    /* 7x7 of 16-bit integer weights (gaussian7), gray and RGBA: DP2A */
-    CONV2D_V4M(1, 1, 1, 7, 8, 0u, 2), CONV2D_V4M(4, 3, 1, 7, 2, 0u, 2),
-    CONV2D_V4M(4, 4, 1, 7, 2, 0u, 2),
+    CONV2D_V4M(1, 1, 1, 3, 8, 0u, 1), CONV2D_V4M(1, 1, 2, 3, 8, CONV2D_GRADIENT_ZEROS, 1),
+    CONV2D_V4Q(1, 1, 5, 8, 1), CONV2D_V4M(4, 3, 1, 3, 4, 0u, 1),
+    CONV2D_V4M(4, 3, 2, 3, 2, CONV2D_GRADIENT_ZEROS, 1), CONV2D_V4Q(4, 3, 5, 4, 1),
+    CONV2D_V4M(4, 4, 1, 3, 4, 0u, 1), CONV2D_V4M(4, 4, 2, 3, 2, CONV2D_GRADIENT_ZEROS, 1),
+    CONV2D_V4Q(4, 4, 5, 2, 1),
+    CONV2D_V4Q(1, 1, 7, 8, 1), CONV2D_V4Q(4, 3, 7, 2, 1), CONV2D_V4Q(4, 4, 7, 2, 1),
+    /* 7x7 of 16-bit integer weights, gray and RGBA: DP2A */
+    CONV2D_V4Q(1, 1, 7, 8, 2), CONV2D_V4Q(4, 3, 7, 2, 2), CONV2D_V4Q(4, 4, 7, 2, 2),
+    /* 5x5 and 7x7 that factor as an integer column times a row of bytes
+     * (gaussian5, gaussian7, box5), gray and RGBA: row pass DP4A, column
+     * pass FFMA */
+    CONV2D_V4Q(1, 1, 5, 8, kSeparable4), CONV2D_V4Q(1, 1, 7, 8, kSeparable4),
+    CONV2D_V4Q(4, 3, 5, 4, kSeparable4), CONV2D_V4Q(4, 3, 7, 2, kSeparable4),
+    CONV2D_V4Q(4, 4, 5, 2, kSeparable4), CONV2D_V4Q(4, 4, 7, 2, kSeparable4),
 };
 
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws,
-                                  unsigned zero = 0)
+                                  unsigned zero = 0, bool quick = false)
 {
     for (const conv2d_variant &v : conv2d_variants)
         if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M &&
-            v.ws == ws && v.zero == zero)
+            v.ws == ws && v.zero == zero && v.quick == quick)
             return &v;
     return NULL;
 }
@@ -1810,24 +1872,47 @@ bool conv2d_short_weights(const float *w, int K, int taps)
  * taps 4j .. 4j + 3 (0 past the row) in one word. DP2A (dp 2): two words
  * per window word, taps 4j, 4j + 1 and 4j + 2, 4j + 3 as signed 16-bit
  * halves. Returns the count. */
+/* Taps 4j .. 4j + 3 of a row of m integer weights (0 past it) as signed
+ * bytes in one word, stored as the bits of a float. */
+void conv2d_pack_bytes(const float *row, int m, int j, float *out)
+{
+    uint32_t word = 0;
+    for (int b = 0; b < 4; b++)
+        word |= (uint32_t)(uint8_t)(int8_t)(4 * j + b < m ? (int)row[4 * j + b] : 0) << (8 * b);
+    memcpy(out, &word, sizeof word);
+}
+
 int conv2d_pack_weights(const float *w, int K, int m, int dp, float *out)
 {
     const int ww = (m + 3) / 4, per = dp == 2 ? 2 : 1;
     auto tap = [&](int k, int i, int mx) { return mx < m ? (int)w[(k * m + i) * m + mx] : 0; };
     for (int k = 0; k < K; k++)
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < ww; j++)
-                for (int h = 0; h < per; h++) {
-                    uint32_t word = 0;
-                    if (dp == 2)
-                        word = (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h) |
-                               (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h + 1) << 16;
-                    else
-                        for (int b = 0; b < 4; b++)
-                            word |= (uint32_t)(uint8_t)(int8_t)tap(k, i, 4 * j + b) << (8 * b);
-                    memcpy(&out[((k * m + i) * ww + j) * per + h], &word, sizeof word);
+            for (int j = 0; j < ww; j++) {
+                float *at = &out[((k * m + i) * ww + j) * per];
+                if (dp != 2) {
+                    conv2d_pack_bytes(&w[(k * m + i) * m], m, j, at);
+                    continue;
                 }
+                for (int h = 0; h < per; h++) {
+                    const uint32_t word = (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h) |
+                                          (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h + 1) << 16;
+                    memcpy(&at[h], &word, sizeof word);
+                }
+            }
     return K * m * ww * per;
+}
+
+/* The separable integer path's parameters (see kSeparable4): the row's
+ * packed words, then the column weights. Returns the count. */
+int conv2d_pack_separable(const float *row, const float *column, int m, float *out)
+{
+    const int ww = (m + 3) / 4;
+    for (int j = 0; j < ww; j++)
+        conv2d_pack_bytes(row, m, j, &out[j]);
+    for (int i = 0; i < m; i++)
+        out[ww + i] = column[i];
+    return ww + m;
 }
 
 int conv2d_gcd(int a, int b)
@@ -1977,11 +2062,19 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
             K > 2)
             return false;
         const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
-        const int dp = C != 1 && C != 4 ? 0
+        const bool integer = (C == 1 || C == 4) && conv2d_short_weights(p->host_weights, K, mw * mh);
+        have_factors = integer && K == 1 && mw >= 5 &&
+                       conv2d_integer_factors(p->host_weights, mw, mh, row, column) &&
+                       conv2d_byte_weights(row, mw);
+        const int dp = !integer ? 0
+                       : have_factors ? kSeparable4
                        : conv2d_byte_weights(p->host_weights, K * mw * mh) ? 1
-                       : conv2d_short_weights(p->host_weights, K, mw * mh) ? 2
-                       : 0;
-        pl->v = conv2d_find(4, C, CF, K, mw, dp, zero);
+                       : 2;
+        const float inv0 = 1.0f / p->scale[0];
+        const bool quick = K == 1 && p->offset[0] == 0.0f && conv2d_prescalable(p, 1, mw * mh, &inv0);
+        pl->v = quick ? conv2d_find(4, C, CF, K, mw, dp, zero, true) : NULL;
+        if (!pl->v)  /* every layout of dp 3 has one */
+            pl->v = conv2d_find(4, C, CF, K, mw, dp, zero);
         if (!pl->v && dp == 2)  /* DP2A only where it was worth a variant: float */
             pl->v = conv2d_find(4, C, CF, K, mw, 0, zero);
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
@@ -2077,7 +2170,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
         prescale = conv2d_prescalable(p, K, mw * mh, inv);
-        pl->nw = conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
+        pl->nw = pl->v->ws == kSeparable4 ? conv2d_pack_separable(row, column, mw, pl->w)
+                                          : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
         prescale = conv2d_prescalable(p, K, taps, inv);
@@ -2152,7 +2246,7 @@ extern "C" int conv2d_supports(int version, const conv2d_launch *p)
 extern "C" int conv2d_direct_integer(const conv2d_launch *p)
 {
     conv2d_plan pl;
-    return conv2d_make_plan(4, p, &pl, false) && pl.v->ws != 0;
+    return conv2d_make_plan(4, p, &pl, false) ? pl.v->ws : 0;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)

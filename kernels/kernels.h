@@ -76,9 +76,12 @@ const char *conv2d_version_name(int version);
  * factor itself); version 4 needs host_weights and a mask it runs (see
  * tile_width above). */
 int conv2d_supports(int version, const conv2d_launch *p);
-/* Whether version 4 runs this launch on one of its integer paths (1 or 4
- * channels; DP4A for weights of -128..127, DP2A for 7x7 masks of 16-bit
- * weights; see conv2d.cu): 1 or 0. */
+/* Which integer path version 4 runs this launch on (1 or 4 channels; see
+ * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
+ * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 and 7x7 masks
+ * that factor as an integer column times a row of -128..127; 0 for its
+ * float path or a launch it cannot run. */
+enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3 };
 int conv2d_direct_integer(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */

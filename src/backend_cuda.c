@@ -405,9 +405,11 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
 /* The kernel version for a launch: the one asked for, or by default the
  * fastest that runs it in bench/NOTES.md's measurements: on 3 and 4
  * channels the separable one for masks that factor and are 5x5 or larger
- * (7x7 and larger where the direct one takes an integer path, DP4A or
- * DP2A), and the register-blocked one for the gradient pairs (unless the
- * direct one takes its DP4A path); otherwise the direct one where it runs
+ * (7x7 and larger where the direct one takes its DP4A or DP2A path; 9x9
+ * and larger where it takes its separable integer path, for a column of
+ * integers times a row of -128..127), and the register-blocked one for
+ * the gradient pairs (unless the direct one takes its DP4A path);
+ * otherwise the direct one where it runs
  * (3x3, 5x5 and 7x7 masks of one matrix, 3x3 gradient pairs), else the
  * separable one for masks that factor, else the register-blocked one (the
  * tiled one where none of them runs). */
@@ -421,8 +423,8 @@ static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d
         probe.tile_width = probe.tile_height = 32;
     const int colour = p->channels >= 3, separable = mask->separable && mask->count == 1;
     const int integer = conv2d_direct_integer(&probe);  /* 0 where the direct one cannot run */
-    if (colour && separable && mask->width >= (integer ? 7 : 5) &&
-        conv2d_supports(GF_CONV_SEPARABLE, &probe))
+    if (colour && separable && integer != CONV2D_SEPARABLE_INTEGER &&
+        mask->width >= (integer ? 7 : 5) && conv2d_supports(GF_CONV_SEPARABLE, &probe))
         return GF_CONV_SEPARABLE;
     if (colour && mask->count == 2 && !integer && conv2d_supports(GF_CONV_BLOCKED, &probe))
         return GF_CONV_BLOCKED;

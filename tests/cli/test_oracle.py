@@ -600,6 +600,44 @@ def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, bo
         assert_equal_image(got, ref, f"cuda direct {weights} vs cpu")
 
 
+# version 4's separable integer path: 5x5 and 7x7 masks that factor as a
+# column of integers times a row of -128..127, sums below 2^22; the others
+# that factor go to its DP4A, DP2A or float paths (row, column, scale, offset)
+DIRECT_SEPARABLE = {
+    "byte-row-ends": ([-128, 127, 3, -1, 0], [1, -2, 3, 1, 0], 64, 9),     # separable, prescaled
+    "big-column": ([1, 2, -3, 1, 0], [-250, 200, 7, 1, 0], 1000, 0),       # separable, divided
+    "row-past-a-byte": ([200, -1, 3, 1, 0], [1, 2, 1, 0, 3], 256, 0),      # DP2A (7x7) or float
+    "sums-past-2^22": ([127, -128, 100, 90, 1], [3000, -2000, 1, 5, 0], 4096, 0),  # float
+    "fractional": ([0.5, 1.5, -0.25, 1, 0], [1, 2, 1, 0, 1], 4, 0),        # float
+}
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("kernel", ["direct", "auto"])
+@pytest.mark.parametrize("border", ["nearest", "constant"])
+@pytest.mark.parametrize("size", [5, 7])
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("factors", list(DIRECT_SEPARABLE))
+def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size, border, kernel):
+    row_values, column_values, scale, offset = DIRECT_SEPARABLE[factors]
+    row = np.resize(rng.permutation(row_values), size)
+    column = np.resize(rng.permutation(column_values), size)
+    row[0], column[-1] = row_values[0], column_values[0]  # each factor's largest magnitude
+    wt = np.outer(column, row)
+    text = format_matrix(wt, scale, offset)
+    path = tmp_path / "s.mask"
+    path.write_text(text)
+    img = random_image(rng, 203, 77, channels)
+    got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
+                   extra=["--kernel", kernel], tag="cuda")
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
+    assert_close(got, apply_mask(img, parse_mask(text), border), what=f"cuda {kernel} vs oracle")
+    if factors in ("fractional", "sums-past-2^22"):  # float sums, past 2^24 for the latter
+        assert_close(got, ref, what=f"cuda {kernel} {factors} vs cpu")
+    else:  # integer sums below 2^24: exactly the CPU's bytes
+        assert_equal_image(got, ref, f"cuda {kernel} {factors} vs cpu")
+
+
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_cuda_big_photo(gf, rng, tmp_path, kernel):
