@@ -78,6 +78,17 @@
  *               it; rows inside the image skip the border mapping; RGBA
  *               5x5, 7x7 and gradient pairs take 16 rows per thread.
  *               Gray gaussian3 0.132 -> ~0.09 ms, RGBA 0.442 -> ~0.23.
+ *               Third round: 5x5 and 7x7 masks that factor as an integer
+ *               column times a row of -128..127 (gaussian5, gaussian7,
+ *               box5) take a separable integer path: the row pass per
+ *               input row with DP4A, the column pass as one FFMA per
+ *               mask row into the rows in progress (exact integers below
+ *               2^22, so the same bytes); masks prescaled without an
+ *               offset get kernels of their own (one FFMA and a clamp per
+ *               output, no mode test); 15x15 masks of byte weights take
+ *               the DP4A path with 32 rows per thread and a 4-row ring.
+ *               RGBA gaussian7 0.995 -> ~0.56 ms, gaussian5 0.49 -> ~0.42,
+ *               random15 3.43 (version 2) -> ~2.3.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -119,6 +130,15 @@
  *              issue- and shared-bound alike.
  *     gray 3x3 9 FFMA + 2.3 LDS.32 + ~7 staging + ~5 finishing = ~25:
  *              ~1200 Gpx/s of issue (copy ~2000): expect ~1000.
+ *     version 4's separable integer path, RGBA w x w, per pixel and
+ *              channel: (w + 3) / 4 DP4A + 1 FADD + w FFMA, plus ~4 PRMT
+ *              regrouping bytes and ~3 finishing: 7x7 ~15 per channel,
+ *              ~65 per pixel with the fetch and store (direct DP2A: 28
+ *              DP2A per channel, ~130 per pixel): expect ~2x faster.
+ *     version 4's 15x15 DP4A, RGBA: 60 DP4A per pixel and channel, times
+ *              46 / 32 for the 14 rows each thread reads before its first
+ *              output: ~350 DP4A per pixel against version 2's 900 FFMA +
+ *              ~40 LDS.128: ~2x faster if DP4A issues at the FFMA rate.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
@@ -1064,11 +1084,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
 /* Output rows per thread: 16 for RGBA 5x5, 7x7 and gradient pairs (their
  * M - 1 halo rows and the per-thread setup spread over twice the outputs:
  * 10-12% faster on the H100), 8 for the rest (3x3 of one matrix and gray
- * lost 5-8% at 16, bench/NOTES.md). */
+ * lost 5-8% at 16, bench/NOTES.md), 32 for 15x15 (each input row costs
+ * 15 rows of DP4A, and the first 14 feed no output of the thread). */
 template <int C, int K, int M>
 __host__ __device__ constexpr int conv2d_rows4()
 {
-    return C == 4 && (M >= 5 || K == 2) ? 16 : 8;
+    return M > 7 ? 32 : C == 4 && (M >= 5 || K == 2) ? 16 : 8;
 }
 
 /* The words a thread reads of one input row: SW on either side (the halo,
@@ -1079,8 +1100,10 @@ template <int C, int Q, int M> struct row4 {
 };
 
 /* Rows a thread keeps in its ring in shared memory: kSlots4 - 1 of them
- * fetched ahead of the one it converts. */
-constexpr int kSlots4 = 8;
+ * fetched ahead of the one it converts; 4 for masks over 7x7, whose rows
+ * are 15 words and take long enough to compute (8 would need 123 KB of
+ * shared memory for a block of 256 threads). */
+template <int M> constexpr int kSlots4 = M > 7 ? 4 : 8;
 
 /* 32-bit words of one slot of a thread's ring (its NWD words of a row), for
  * the launcher's shared-memory size. */
@@ -1089,7 +1112,7 @@ __host__ __device__ constexpr int conv2d_ring4_words(int C, int Q, int M)
     return 2 * ((M / 2 * C + 3) / 4) + Q * C / 4;
 }
 
-/* A thread's ring: kSlots4 slots, each the NWD words of one input row, in
+/* A thread's ring: kSlots4<M> slots, each the NWD words of one input row, in
  * planes across the block's T threads so that a warp's accesses to one
  * plane are consecutive (no bank conflicts). The own bytes are NV vectors
  * of VB bytes (one 16- or 8-byte copy where Q * C allows), then the 2 * SW
@@ -1102,7 +1125,7 @@ template <int C, int Q, int M> struct ring4 {
     unsigned T;            /* the block's threads */
     /* base: the ring's shared address; t: this thread */
     __device__ ring4(unsigned base, unsigned t, unsigned threads)
-        : own0(base + t * VB), halo0(base + kSlots4 * R::OWN * 4 * threads + t * 4), T(threads)
+        : own0(base + t * VB), halo0(base + kSlots4<M> * R::OWN * 4 * threads + t * 4), T(threads)
     {
     }
     __device__ unsigned own(int slot, int v) const
@@ -1116,15 +1139,23 @@ template <int C, int Q, int M> struct ring4 {
 };
 
 /* cp.async (compute capability 8.0 and up; before it, a load and a store
- * in the thread: the same bytes, only without the overlap). */
+ * in the thread: the same bytes, only without the overlap); with 'zero',
+ * N zero bytes instead (cp.async's source size 0: nothing is read). */
 template <int N>
-__device__ __forceinline__ void conv2d_copy_async(unsigned dst, const void *src)
+__device__ __forceinline__ void conv2d_copy_async(unsigned dst, const void *src, bool zero)
 {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(N)
-                 : "memory");
+    if (zero)  /* two forms, so that no register holds the sizes */
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, 0;\n" ::"r"(dst), "l"(src), "n"(N)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(N)
+                     : "memory");
 #else
-    if constexpr (N == 16) {
+    if (zero) {
+        for (int i = 0; i < N; i += 4)
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(dst + i), "r"(0u) : "memory");
+    } else if constexpr (N == 16) {
         const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src));
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(v.x), "r"(v.y),
                      "r"(v.z), "r"(v.w) : "memory");
@@ -1156,22 +1187,23 @@ __device__ __forceinline__ void conv2d_copy_wait()
 
 /* The fast path's copies of one row into a slot (the halo words come from
  * L1, where the neighbouring threads' own copies put them): the own bytes
- * as one 16- or 8-byte copy where Q * C allows, else as words. Nothing
- * passes through registers, so the ring's depth costs none. */
+ * as one 16- or 8-byte copy where Q * C allows, else as words; with
+ * 'zero', zeros (a constant border's row off the image). Nothing passes
+ * through registers, so the ring's depth costs none. */
 template <int C, int Q, int M>
 __device__ __forceinline__ void conv2d_fetch4(const ring4<C, Q, M> &ring, int slot,
-                                              const unsigned char *row, int x)
+                                              const unsigned char *row, int x, bool zero)
 {
     using R = row4<C, Q, M>;
     using G = ring4<C, Q, M>;
     const unsigned char *at = row + (size_t)x * C;
 #pragma unroll
     for (int v = 0; v < G::NV; v++)
-        conv2d_copy_async<G::VB>(ring.own(slot, v), at + v * G::VB);
+        conv2d_copy_async<G::VB>(ring.own(slot, v), at + v * G::VB, zero);
 #pragma unroll
     for (int s = 0; s < R::SW; s++) {
-        conv2d_copy_async<4>(ring.halo(slot, s), at - 4 * (R::SW - s));
-        conv2d_copy_async<4>(ring.halo(slot, R::SW + s), at + 4 * (R::OWN + s));
+        conv2d_copy_async<4>(ring.halo(slot, s), at - 4 * (R::SW - s), zero);
+        conv2d_copy_async<4>(ring.halo(slot, R::SW + s), at + 4 * (R::OWN + s), zero);
     }
 }
 
@@ -1367,7 +1399,7 @@ constexpr int kModeAny = -1;
 /* conv2d_rows4 output rows of Q columns per thread. Input rows stream top to
  * bottom in a loop that is not unrolled (a fully unrolled strip was ~17 K
  * instructions, and two thirds of the warps' cycles went to instruction
- * fetch). Each step copies the row kSlots4 - 1 ahead into the thread's
+ * fetch). Each step copies the row kSlots4<M> - 1 ahead into the thread's
  * ring in shared memory (cp.async: no registers held while in flight),
  * waits for its own row and reads it back. The loop body is written out
  * three times so that the 3x3 accumulators rotate by renaming, not by
@@ -1398,8 +1430,13 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     const ring4<C, Q, M> ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
                               threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
     auto fetch = [&](int r) {  /* row r into its slot, as one group of copies */
-        if (fast && r < rows)  /* the constant border's row -1 fetches row 0, unused */
-            conv2d_fetch4<C, Q, M>(ring, r % kSlots4, h.src + (size_t)max(row_of(r), 0) * row_bytes, x);
+        if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
+            const int ym = row_of(r);
+            /* zeros for the integer paths, which read the slot as it is (the
+             * float path tests ym itself) */
+            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, h.src + (size_t)max(ym, 0) * row_bytes, x,
+                                   DP != 0 && ym < 0);
+        }
         conv2d_copy_commit();  /* an empty group past the last row keeps the count */
     };
     typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
@@ -1430,11 +1467,11 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         });
     };
     auto step = [&](int r) {
-        fetch(r + kSlots4 - 1);  /* into the slot row r - 1 left */
+        fetch(r + kSlots4<M> - 1);  /* into the slot row r - 1 left */
         unsigned mine[R::NWD];
         if (fast) {
-            conv2d_copy_wait<kSlots4 - 1>();  /* row r's group is in */
-            conv2d_read4<C, Q, M>(ring, r % kSlots4, mine);
+            conv2d_copy_wait<kSlots4<M> - 1>();  /* row r's group is in */
+            conv2d_read4<C, Q, M>(ring, r % kSlots4<M>, mine);
         }
         if constexpr (DP) {
             if (!fast)
@@ -1559,7 +1596,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     };
     conv2d_zero(acc);  /* rows before the first output: never stored */
 #pragma unroll
-    for (int r = 0; r < kSlots4 - 1; r++)
+    for (int r = 0; r < kSlots4<M> - 1; r++)
         fetch(r);
 #pragma unroll 1
     for (int r = 0; r < rows; r += 3) {  /* three steps: the 3x3 accumulators rotate by renaming */
@@ -1746,7 +1783,8 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
  * own bytes of a row are whole words (at most 16 bytes) and, where that
  * allows, its accumulators (M rows in progress x Q x K x CF) take at most
  * 64 registers; one matrix of 3x3, 5x5 or 7x7, or a 3x3 gradient pair
- * (the Sobel, Prewitt and Scharr zeros, magnitude). RGB has no 7x7: Q = 4
+ * (the Sobel, Prewitt and Scharr zeros, magnitude), and 15x15 on the DP4A
+ * path (60 accumulators: Q = 4 gray, 1 RGBA). RGB has no 7x7: Q = 4
  * would need ~84 accumulators, and no smaller Q makes whole words. */
 #define CONV2D_V4X(C, CF, K, M, Q, Z, DP, MODE4)                                              \
     {4, C, CF, K, M, M, conv2d_rows4<C, K, M>(), Q, DP, Z,                                      \
@@ -1784,6 +1822,10 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4Q(1, 1, 5, 8, kSeparable4), CONV2D_V4Q(1, 1, 7, 8, kSeparable4),
     CONV2D_V4Q(4, 3, 5, 4, kSeparable4), CONV2D_V4Q(4, 3, 7, 2, kSeparable4),
     CONV2D_V4Q(4, 4, 5, 2, kSeparable4), CONV2D_V4Q(4, 4, 7, 2, kSeparable4),
+    /* 15x15 of integer weights of -128..127 (sums below 2^22), gray and
+     * RGBA: DP4A */
+    CONV2D_V4M(1, 1, 1, 15, 4, 0u, 1), CONV2D_V4M(4, 3, 1, 15, 1, 0u, 1),
+    CONV2D_V4M(4, 4, 1, 15, 1, 0u, 1),
 };
 
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws,
@@ -2066,17 +2108,22 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         have_factors = integer && K == 1 && mw >= 5 &&
                        conv2d_integer_factors(p->host_weights, mw, mh, row, column) &&
                        conv2d_byte_weights(row, mw);
-        const int dp = !integer ? 0
-                       : have_factors ? kSeparable4
-                       : conv2d_byte_weights(p->host_weights, K * mw * mh) ? 1
-                       : 2;
         const float inv0 = 1.0f / p->scale[0];
         const bool quick = K == 1 && p->offset[0] == 0.0f && conv2d_prescalable(p, 1, mw * mh, &inv0);
-        pl->v = quick ? conv2d_find(4, C, CF, K, mw, dp, zero, true) : NULL;
-        if (!pl->v)  /* every layout of dp 3 has one */
-            pl->v = conv2d_find(4, C, CF, K, mw, dp, zero);
-        if (!pl->v && dp == 2)  /* DP2A only where it was worth a variant: float */
-            pl->v = conv2d_find(4, C, CF, K, mw, 0, zero);
+        /* the first path that applies and has a variant for this size and
+         * layout: separable integer, DP4A, DP2A, float */
+        const bool paths[4] = {have_factors,
+                               integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
+                               integer, true};
+        const int dps[4] = {kSeparable4, 1, 2, 0};
+        pl->v = NULL;
+        for (int i = 0; i < 4 && !pl->v; i++) {
+            if (!paths[i])
+                continue;
+            pl->v = quick ? conv2d_find(4, C, CF, K, mw, dps[i], zero, true) : NULL;
+            if (!pl->v)
+                pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero);
+        }
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
@@ -2112,7 +2159,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
     if (version == 4) {  /* each thread's ring of rows */
-        pl->shared = (size_t)threads * kSlots4 * conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
+        pl->shared = (size_t)threads * (mw > 7 ? kSlots4<9> : kSlots4<3>) *
+                     conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +

@@ -40,11 +40,13 @@ typedef struct {
      *     tile_height a multiple of 4; at most 256 threads per block.
      *   version 3: the same, with P = Q = 8: tile_width and tile_height
      *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
-     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, 3x3
+     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, 15x15
+     *     masks of integer weights of -128..127 on 1 or 4 channels, 3x3
      *     gradient pairs combined by magnitude; host weights required; RGB
      *     has no 7x7): one tile per block, each thread R rows x Q columns
-     *     (R = 16 for RGBA 5x5, 7x7 and gradient pairs, else 8; Q = 8
-     *     gray, 4 for 2 and 3 channels, 4 or 2 for RGBA, see conv2d.cu):
+     *     (R = 32 for 15x15, 16 for RGBA 5x5, 7x7 and gradient pairs, else
+     *     8; Q = 8 gray (15x15: 4), 4 for 2 and 3 channels, 4, 2 or 1 for
+     *     RGBA, see conv2d.cu):
      *     tile_width a multiple of Q, tile_height of R, at most 256
      *     threads per block.
      * conv2d_supports() returns 0 for a tile the version cannot run. */

@@ -409,8 +409,9 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
  * and larger where it takes its separable integer path, for a column of
  * integers times a row of -128..127), and the register-blocked one for
  * the gradient pairs (unless the direct one takes its DP4A path);
- * otherwise the direct one where it runs
- * (3x3, 5x5 and 7x7 masks of one matrix, 3x3 gradient pairs), else the
+ * otherwise the direct one where it runs (3x3, 5x5 and 7x7 masks of one
+ * matrix, 15x15 of integer weights of -128..127 on gray and RGBA, 3x3
+ * gradient pairs), else the
  * separable one for masks that factor, else the register-blocked one (the
  * tiled one where none of them runs). */
 static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)
@@ -494,7 +495,8 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
     }
     if (*version == GF_CONV_DIRECT && !direct_runs(p)) {
         gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
-                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), or a 3x3 gradient pair such as sobel",
+                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), 15x15 of integer weights -128..127 "
+                     "on gray and RGBA, or a 3x3 gradient pair such as sobel",
                      mask->name, mask->width, mask->height, mask->count);
         return -2;
     }

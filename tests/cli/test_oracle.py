@@ -9,7 +9,7 @@ import pytest
 import scipy.ndimage as ndi
 
 from conftest import stable_nodeid
-from gftest import (BORDERS, apply_mask, apply_masks, assert_close, assert_equal_image,
+from gftest import (BORDERS, REPO, apply_mask, apply_masks, assert_close, assert_equal_image,
                     builtin_mask_names, correlate, format_matrix, load_mask, parse_mask,
                     photo_with_channels, random_image, read_png, rounding_ties, write_png)
 
@@ -462,7 +462,8 @@ BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
                  "separable": {"32x8", "16x16", "8x8", "32x32", "auto"},
                  "direct": {"32x8", "16x16", "8x8", "32x32", "64x64", "auto"}}
 # what the direct version runs: one matrix of 3x3, 5x5 or 7x7 (RGB: not
-# 7x7), or a 3x3 gradient pair combined by magnitude
+# 7x7), or a 3x3 gradient pair combined by magnitude (and 15x15 masks of
+# integer weights of -128..127, which no built-in mask is: DIRECT_15)
 GRADIENT_PAIRS = {"sobel", "prewitt", "scharr"}
 
 
@@ -578,19 +579,26 @@ DIRECT_WEIGHTS = {
 }
 
 
+# image widths: 203 (rows not 16-byte aligned: the direct version gathers
+# each row through the border) and 208 (aligned: its ring of rows copied
+# with cp.async)
+DIRECT_WIDTHS = [203, 208]
+
+
 @pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("size", [3, 5, 7])
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("weights", list(DIRECT_WEIGHTS))
-def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, border):
+def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, border, width):
     values, scale, offset = DIRECT_WEIGHTS[weights]
     wt = rng.choice(values[2:], size=(size, size))
     wt[0, 0], wt[-1, -1] = values[0], values[1]  # both ends of the range
     text = format_matrix(wt, scale, offset)
     path = tmp_path / "w.mask"
     path.write_text(text)
-    img = random_image(rng, 203, 77, channels)
+    img = random_image(rng, width, 77, channels)
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
                    extra=["--kernel", "direct"], tag="cuda")
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
@@ -613,12 +621,14 @@ DIRECT_SEPARABLE = {
 
 
 @pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("size", [5, 7])
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("factors", list(DIRECT_SEPARABLE))
-def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size, border, kernel):
+def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size, border, kernel,
+                                     width):
     row_values, column_values, scale, offset = DIRECT_SEPARABLE[factors]
     row = np.resize(rng.permutation(row_values), size)
     column = np.resize(rng.permutation(column_values), size)
@@ -627,7 +637,7 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
     text = format_matrix(wt, scale, offset)
     path = tmp_path / "s.mask"
     path.write_text(text)
-    img = random_image(rng, 203, 77, channels)
+    img = random_image(rng, width, 77, channels)
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
                    extra=["--kernel", kernel], tag="cuda")
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
@@ -636,6 +646,61 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
         assert_close(got, ref, what=f"cuda {kernel} {factors} vs cpu")
     else:  # integer sums below 2^24: exactly the CPU's bytes
         assert_equal_image(got, ref, f"cuda {kernel} {factors} vs cpu")
+
+
+# 15x15 masks on the direct version: integer weights of -128..127 whose sums
+# stay below 2^22 take its DP4A path (the bench's random15; both ends of the
+# byte range); any other 15x15 mask is refused by --kernel direct and runs
+# on another version with auto
+DIRECT_15 = {
+    "random15": None,
+    "byte-ends": (-60, 61, 64, 5),     # low, high, scale, offset
+    "sums-past-2^22": (-128, 128, 1024, 0),
+    "fractional": (None, None, 100, 0),
+}
+
+
+def direct_15_mask(rng, tmp_path, kind):
+    if kind == "random15":
+        return REPO / "bench" / "masks" / "random15.mask"
+    low, high, scale, offset = DIRECT_15[kind]
+    if low is None:
+        wt = rng.random((15, 15)) * 4 - 1
+    else:
+        wt = rng.integers(low, high, size=(15, 15))
+        wt[0, 0], wt[-1, -1] = -128, 127
+        if kind == "sums-past-2^22":
+            wt[wt >= 0] = 127
+            wt[wt < 0] = -128
+    path = tmp_path / "m15.mask"
+    path.write_text(format_matrix(wt, scale, offset))
+    return path
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("width", [211, 212])  # gray rows unaligned, aligned (RGBA: both aligned)
+@pytest.mark.parametrize("kernel", ["direct", "auto"])
+@pytest.mark.parametrize("border", ["nearest", "reflect", "constant"])
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("kind", list(DIRECT_15))
+def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, width):
+    path = direct_15_mask(rng, tmp_path, kind)
+    img = random_image(rng, width, 83, channels)
+    extra = ["--kernel", kernel]
+    if kernel == "direct" and kind in ("sums-past-2^22", "fractional"):
+        src = write_png(tmp_path / "in.png", img)
+        out = tmp_path / "refused.png"
+        r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out)
+        assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
+        return
+    got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda", extra=extra, tag="cuda")
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
+    assert_close(got, apply_mask(img, parse_mask(path.read_text()), border),
+                 what=f"cuda {kernel} vs oracle")
+    if kind in ("random15", "byte-ends"):  # exact integer sums: the CPU's bytes
+        assert_equal_image(got, ref, f"cuda {kernel} {kind} vs cpu")
+    else:
+        assert_close(got, ref, what=f"cuda {kernel} {kind} vs cpu")
 
 
 @pytest.mark.cuda_only
