@@ -1185,18 +1185,18 @@ __device__ __forceinline__ void conv2d_copy_wait()
 #endif
 }
 
-/* The fast path's copies of one row into a slot (the halo words come from
- * L1, where the neighbouring threads' own copies put them): the own bytes
+/* The fast path's copies of one row into a slot, 'at' the thread's first
+ * own byte of the row (the halo words come from L1, where the neighbouring
+ * threads' own copies put them): the own bytes
  * as one 16- or 8-byte copy where Q * C allows, else as words; with
  * 'zero', zeros (a constant border's row off the image). Nothing passes
  * through registers, so the ring's depth costs none. */
 template <int C, int Q, int M>
 __device__ __forceinline__ void conv2d_fetch4(const ring4<C, Q, M> &ring, int slot,
-                                              const unsigned char *row, int x, bool zero)
+                                              const unsigned char *at, bool zero)
 {
     using R = row4<C, Q, M>;
     using G = ring4<C, Q, M>;
-    const unsigned char *at = row + (size_t)x * C;
 #pragma unroll
     for (int v = 0; v < G::NV; v++)
         conv2d_copy_async<G::VB>(ring.own(slot, v), at + v * G::VB, zero);
@@ -1429,14 +1429,25 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     extern __shared__ uint4 conv2d_shared4[];
     const ring4<C, Q, M> ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
                               threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
-    auto fetch = [&](int r) {  /* row r into its slot, as one group of copies */
-        if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
+    const unsigned char *const column = h.src + (size_t)x * C;  /* the thread's bytes of row 0 */
+    /* inside: the next row to fetch, one row further at each fetch (a
+     * pointer add, with the halo copies at constant offsets from it), except
+     * for RGBA 3x3 with alpha copied, which spilled at its 80 registers
+     * with the pointer's two */
+    constexpr bool running = !(C == 4 && CF == 3 && K == 1 && M == 3 && DP != 0);
+    const unsigned char *next = running && inside ? column + (size_t)(y0 - R::RAD) * row_bytes : column;
+    auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
+        if (running && fast && r < rows && inside) {
+            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, next, false);
+        } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
             const int ym = row_of(r);
             /* zeros for the integer paths, which read the slot as it is (the
              * float path tests ym itself) */
-            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, h.src + (size_t)max(ym, 0) * row_bytes, x,
+            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, column + (size_t)max(ym, 0) * row_bytes,
                                    DP != 0 && ym < 0);
         }
+        if (running && inside)
+            next += row_bytes;
         conv2d_copy_commit();  /* an empty group past the last row keeps the count */
     };
     typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
@@ -1759,7 +1770,7 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 
 #define CONV2D_V2(C, CF, K, M, P, Q, WS, NW)                                                  \
     {2, C, CF, K, M, M, P, Q, WS, 0u, (const void *)conv2d_kernel2<C, CF, K, M, M, P, Q, WS, NW>, \
-     conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>}
+     conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>, false}
 /* the zero taps of the Sobel, Prewitt and Scharr pairs: the x gradient's
  * middle column (weights 1, 4, 7), the y gradient's middle row (12, 13, 14) */
 #define CONV2D_GRADIENT_ZEROS 0x7092u
@@ -1775,9 +1786,9 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     CONV2D_V2(C, CF, 3, 0, 1, 4, true, 4), CONV2D_V2(C, CF, 4, 0, 1, 4, true, 4)
 #define CONV2D_V3(C, CF)                                                                      \
     {3, C, CF, 1, 0, 0, 8, 8, false, 0u, (const void *)conv2d_kernel3<C, CF, false>,          \
-     conv2d_run3<C, CF, false>},                                                               \
+     conv2d_run3<C, CF, false>, false},                                                        \
     {3, C, CF, 1, 0, 0, 8, 8, true, 0u, (const void *)conv2d_kernel3<C, CF, true>,            \
-     conv2d_run3<C, CF, true>}
+     conv2d_run3<C, CF, true>, false}
 
 /* version 4: conv2d_rows4 rows of Q columns per thread, Q such that a thread's
  * own bytes of a row are whole words (at most 16 bytes) and, where that
