@@ -707,6 +707,27 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
     }
 }
 
+/* conv2d_store's aligned case for a thread's Q pixels of all C channels:
+ * NB = Q * C bytes (4, 8 or 16) at 'o', which the caller knows to be
+ * NB-byte aligned. */
+template <int C, int CF, int Q>
+__device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float (&fv)[Q][CF])
+{
+    constexpr int NB = Q * C, NW = NB / 4;
+    static_assert(CF == C && (NB == 4 || NB == 8 || NB == 16), "whole words of all channels");
+    unsigned w[NW];
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+        w[k] = conv2d_pack(fv[(4 * k) / C][(4 * k) % C], fv[(4 * k + 1) / C][(4 * k + 1) % C],
+                           fv[(4 * k + 2) / C][(4 * k + 2) % C], fv[(4 * k + 3) / C][(4 * k + 3) % C]);
+    if constexpr (NB == 16)
+        *reinterpret_cast<uint4 *>(o) = make_uint4(w[0], w[1], w[2], w[3]);
+    else if constexpr (NB == 8)
+        *reinterpret_cast<uint2 *>(o) = make_uint2(w[0], w[1]);
+    else
+        *reinterpret_cast<unsigned *>(o) = w[0];
+}
+
 /* ---- version 2: register-blocked ------------------------------------------ */
 
 /* One input row r (0-based from the thread's first input row) into the
@@ -1461,6 +1482,13 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
      * per output */
     constexpr bool quick = K == 1 && MODE == MODE_PRESCALED_NO_OFFSET;
+    /* those outputs' rows, when every channel is computed and the row's
+     * bytes are aligned (fast: the rows' length; h.vec: both buffers):
+     * one store at a running pointer, no address arithmetic or alignment
+     * test per row */
+    constexpr bool kWide = quick && CF == C && (Q * C == 4 || Q * C == 8 || Q * C == 16);
+    const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
+    unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
     float mul[K], sub[K], top[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
@@ -1558,7 +1586,15 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                                                          mul[0], top[0]),
                                                kMagic),
                                          kMagic + 255.0f);
-                conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+                if constexpr (kWide) {
+                    if (wide)
+                        conv2d_store_wide<C, CF, Q>(out, fv);
+                    else
+                        conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+                    out += row_bytes;
+                } else {
+                    conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+                }
             } else if (j >= 0) {
                 float sums[Q][K][CF];
 #pragma unroll
