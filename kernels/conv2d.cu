@@ -86,9 +86,13 @@
  *               2^22, so the same bytes); masks prescaled without an
  *               offset get kernels of their own (one FFMA and a clamp per
  *               output, no mode test); 15x15 masks of byte weights take
- *               the DP4A path with 32 rows per thread and a 4-row ring.
- *               RGBA gaussian7 0.995 -> ~0.56 ms, gaussian5 0.49 -> ~0.42,
- *               random15 3.43 (version 2) -> ~2.3.
+ *               the DP4A path with 32 rows per thread and a 4-row ring;
+ *               rows inside the image are fetched, and prescaled outputs
+ *               of all channels stored, through running pointers (the
+ *               SASS showed ~45 and ~15 instructions a row of address
+ *               arithmetic and alignment tests). RGBA gaussian7 0.995 ->
+ *               ~0.52 ms, gaussian5 0.49 -> ~0.39, random15 3.43 (version
+ *               2) -> ~2.35, gray gaussian3 0.0896 -> ~0.087.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
