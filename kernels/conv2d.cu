@@ -1117,10 +1117,18 @@ __host__ __device__ constexpr int conv2d_rows4()
     return M > 7 ? 32 : C == 4 && (M >= 5 || K == 2) ? 16 : 8;
 }
 
-/* The words a thread reads of one input row: SW on either side (the halo,
- * M / 2 pixels, rounded up to words) and OWN for its own Q columns. */
+/* The 32-bit words a thread reads of one input row, one slot of its ring:
+ * M / 2 pixels on either side (the halo) rounded up to words, and its own
+ * Q columns. */
+__host__ __device__ constexpr int conv2d_ring4_words(int C, int Q, int M)
+{
+    return 2 * ((M / 2 * C + 3) / 4) + Q * C / 4;
+}
+
+/* Those words: SW on either side and OWN for the thread's own columns. */
 template <int C, int Q, int M> struct row4 {
-    static constexpr int RAD = M / 2, SW = (RAD * C + 3) / 4, OWN = Q * C / 4, NWD = 2 * SW + OWN;
+    static constexpr int RAD = M / 2, SW = (RAD * C + 3) / 4, OWN = Q * C / 4,
+                         NWD = conv2d_ring4_words(C, Q, M);
     static_assert(Q * C % 4 == 0 && Q * C <= 16, "a thread's own bytes are 1 to 4 whole words");
 };
 
@@ -1128,14 +1136,11 @@ template <int C, int Q, int M> struct row4 {
  * fetched ahead of the one it converts; 4 for masks over 7x7, whose rows
  * are 15 words and take long enough to compute (8 would need 123 KB of
  * shared memory for a block of 256 threads). */
-template <int M> constexpr int kSlots4 = M > 7 ? 4 : 8;
-
-/* 32-bit words of one slot of a thread's ring (its NWD words of a row), for
- * the launcher's shared-memory size. */
-__host__ __device__ constexpr int conv2d_ring4_words(int C, int Q, int M)
+__host__ __device__ constexpr int conv2d_slots4(int M)
 {
-    return 2 * ((M / 2 * C + 3) / 4) + Q * C / 4;
+    return M > 7 ? 4 : 8;
 }
+template <int M> constexpr int kSlots4 = conv2d_slots4(M);
 
 /* A thread's ring: kSlots4<M> slots, each the NWD words of one input row, in
  * planes across the block's T threads so that a warp's accesses to one
@@ -1960,11 +1965,6 @@ bool conv2d_short_weights(const float *w, int K, int taps)
     return true;
 }
 
-/* The integer paths' weights, stored as the bits of float parameters. DP4A
- * (dp 1): for matrix k, mask row i and window word j, the signed bytes of
- * taps 4j .. 4j + 3 (0 past the row) in one word. DP2A (dp 2): two words
- * per window word, taps 4j, 4j + 1 and 4j + 2, 4j + 3 as signed 16-bit
- * halves. Returns the count. */
 /* Taps 4j .. 4j + 3 of a row of m integer weights (0 past it) as signed
  * bytes in one word, stored as the bits of a float. */
 void conv2d_pack_bytes(const float *row, int m, int j, float *out)
@@ -1975,6 +1975,11 @@ void conv2d_pack_bytes(const float *row, int m, int j, float *out)
     memcpy(out, &word, sizeof word);
 }
 
+/* The integer paths' weights, stored as the bits of float parameters. DP4A
+ * (dp 1): for matrix k, mask row i and window word j, the signed bytes of
+ * taps 4j .. 4j + 3 (0 past the row) in one word. DP2A (dp 2): two words
+ * per window word, taps 4j, 4j + 1 and 4j + 2, 4j + 3 as signed 16-bit
+ * halves. Returns the count. */
 int conv2d_pack_weights(const float *w, int K, int m, int dp, float *out)
 {
     const int ww = (m + 3) / 4, per = dp == 2 ? 2 : 1;
@@ -2210,8 +2215,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
     if (version == 4) {  /* each thread's ring of rows */
-        pl->shared = (size_t)threads * (mw > 7 ? kSlots4<9> : kSlots4<3>) *
-                     conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
+        pl->shared = (size_t)threads * conv2d_slots4(mw) * conv2d_ring4_words(C, Q, mw) *
+                     sizeof(unsigned);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +

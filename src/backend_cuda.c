@@ -411,9 +411,8 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
  * the gradient pairs (unless the direct one takes its DP4A path);
  * otherwise the direct one where it runs (3x3, 5x5 and 7x7 masks of one
  * matrix, 15x15 of integer weights of -128..127 on gray and RGBA, 3x3
- * gradient pairs), else the
- * separable one for masks that factor, else the register-blocked one (the
- * tiled one where none of them runs). */
+ * gradient pairs), else the separable one for masks that factor, else the
+ * register-blocked one (the tiled one where none of them runs). */
 static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)
 {
     if (b->options.conv_version != GF_CONV_AUTO)
