@@ -900,6 +900,9 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
             die(1, "conv2d %s %s on %s (tile %dx%d) differs from the CPU reference: %s", version.c_str(),
                 m.name, size_name(cfg).c_str(), q.tile_width, q.tile_height, describe_diff(d).c_str());
         std::string note = tile;
+        const int steps = conv2d_steps(v, &q);  /* tiles a block walks down */
+        if (steps > 1)
+            note += format(" x %d", steps);
         if (d.off_by_one)
             note += format("; %zu of %zu checked values off by 1", d.off_by_one, d.total);
 
@@ -1447,7 +1450,7 @@ int main(int argc, char **argv)
                            g_prop.multiProcessorCount, g_prop.l2CacheSize / 1048576.0, clock_khz / 1000,
                            bus_bits, mem_clock_khz / 1000, g_prop.totalGlobalMem / 1073741824.0);
     g_versions_line = format("driver %d.%d, runtime %d.%d, CUB %d.%d.%d; median of %d runs%s after %d "
-                             "warm-up, inputs rotated over buffers > 2x L2; conv2d tile %dx%d unless noted, border nearest",
+                             "warm-up, inputs rotated over buffers > 2x L2; conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
                              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
                              CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, g_opt.reps,
                              g_opt.reps < 20 ? " (fewer than the 20 the method asks for)" : "",

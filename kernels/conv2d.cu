@@ -93,6 +93,26 @@
  *               arithmetic and alignment tests). RGBA gaussian7 0.995 ->
  *               ~0.52 ms, gaussian5 0.49 -> ~0.39, random15 3.43 (version
  *               2) -> ~2.35, gray gaussian3 0.0896 -> ~0.087.
+ *               Fourth round, strips: ncu on gray gaussian3 showed 11
+ *               waves of 10 row steps for each thread's 8 outputs (2 halo
+ *               rows, 25%), the last wave a third full. Where one tile
+ *               per block would run past the blocks the device holds at
+ *               once, a block now walks down h.steps tiles, each thread's
+ *               rows going on through its ring: one wave (conv2d_steps4),
+ *               the halo paid once a strip, 25% fewer instructions. The
+ *               first try ran 2x slower: the threads at the image's edges
+ *               gather their rows at a memory latency each, and their
+ *               strips set the kernel's time (ncu: one SM busy 2.2x the
+ *               average), so edge blocks, the first rows of the grid,
+ *               take those columns a tile at a time (conv2d_strips4).
+ *               Static strips also made the data-dependent slow path of
+ *               the IEEE division (a zero dividend: black regions) set
+ *               the time; conv2d_div does without it (box3 on a photo
+ *               0.156 -> 0.082 ms, on noise 0.111 -> 0.082). Gray, and
+ *               RGBA from 5x5 on (RGBA 3x3 is near the copy rate, and
+ *               strips cost it 8%). Gray gaussian3 ~0.087 -> ~0.068 ms,
+ *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
+ *               gaussian7 0.52 -> 0.38.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -338,9 +358,9 @@ namespace {
 constexpr int kMaxMask = GF_MASK_MAX_SIZE;  /* 31 */
 constexpr int kMaxThreads = 256;            /* per block (registers: 96 or 128, see below) */
 constexpr float kMagic = 8388608.0f;        /* 2^23 */
-/* Weights that travel as kernel parameters: the header plus 984 floats make
+/* Weights that travel as kernel parameters: the header plus 980 floats make
  * 4096 bytes, the parameter limit before CUDA 12.1 (a 31x31 matrix fits). */
-constexpr int kParamWeights = 984;
+constexpr int kParamWeights = 980;
 
 /* How a matrix response is scaled: weights already divided by a scale that
  * is a power of two (exact), with or without offsets to add, or acc / scale
@@ -367,8 +387,14 @@ struct fast_header {
     int vec;                      /* src and dst are 16-byte aligned: wide stores */
     int safe_rows;                /* rows below this one end 64+ bytes before the image */
     int aligned;                  /* version 4: src and every row start 16-byte aligned */
+    /* version 4 in strips (steps > 1): the first edge_rows rows of blocks
+     * take the columns of threads off the fast path, edge_left on the left
+     * and those from edge_right0 on (edge_cols in all), one tile of rows at
+     * a time; the other blocks skip them */
+    int edge_rows, edge_cols, edge_left, edge_right0;
     int mode, comb;
     float scale[4], offset[4];
+    float rcp[4];                 /* 1 / scale, rounded, where conv2d_div applies; else 0 */
 };
 
 template <int NW> struct fast_args {
@@ -447,12 +473,25 @@ __device__ __forceinline__ float conv2d_rsqrt_approx(float v)
 #endif
 }
 
+/* a / s correctly rounded, given r = 1 / s rounded (the host's division;
+ * conv2d_div_range says for which masks, r = 0 for the others): the quotient
+ * through r, then one correction by the exact residual (Markstein), the
+ * same steps as __fdiv_rn's fast path but without its range test, which
+ * sends a dividend of 0 (a black region's sums) to a slow subroutine: with
+ * it, box3 ran 40% slower on a photo than on noise, and in strips the
+ * strips crossing black rows set the kernel's time. */
+__device__ __forceinline__ float conv2d_div(float a, float s, float r)
+{
+    const float q = __fmul_rn(a, r);
+    return __fmaf_rn(__fmaf_rn(-q, s, a), r, q);
+}
+
 /* conv2d_finish for one channel of one output, in version 1's operations
- * (rn division or the exact prescaled sum, rn offset add, fma for the
- * magnitude, IEEE sqrt), returned as 2^23 + the output byte: clamping to
- * 0..255 first and adding 2^23 rounds half to even like rintf and leaves
- * the byte in the low 8 bits, so no F2I is needed. NaN clamps to 0, as
- * fmaxf(rintf(NaN), 0) does.
+ * (rn division, conv2d_div's, or the exact prescaled sum, rn offset add,
+ * fma for the magnitude, IEEE sqrt), returned as 2^23 + the output byte:
+ * clamping to 0..255 first and adding 2^23 rounds half to even like rintf
+ * and leaves the byte in the low 8 bits, so no F2I is needed. NaN clamps
+ * to 0, as fmaxf(rintf(NaN), 0) does.
  *
  * The magnitude clamps the sum of squares to [2^-60, 255^2] before the
  * square root instead of clamping after it: the same byte (sqrt is
@@ -466,7 +505,9 @@ __device__ __forceinline__ float conv2d_value(const float (&acc)[K], const fast_
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; k++) {
-        float r = MODE == MODE_DIV ? __fdiv_rn(acc[k], h.scale[k]) : acc[k];
+        float r = acc[k];
+        if (MODE == MODE_DIV)
+            r = h.rcp[k] != 0.0f ? conv2d_div(r, h.scale[k], h.rcp[k]) : __fdiv_rn(r, h.scale[k]);
         if (MODE != MODE_PRESCALED_NO_OFFSET)  /* r + 0 is r: skipped when all offsets are 0 */
             r = __fadd_rn(r, h.offset[k]);
         if (COMB == COMB_MAG)
@@ -1106,11 +1147,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
 
 /* ---- version 4: direct ----------------------------------------------------- */
 
-/* Output rows per thread: 16 for RGBA 5x5, 7x7 and gradient pairs (their
- * M - 1 halo rows and the per-thread setup spread over twice the outputs:
- * 10-12% faster on the H100), 8 for the rest (3x3 of one matrix and gray
- * lost 5-8% at 16, bench/NOTES.md), 32 for 15x15 (each input row costs
- * 15 rows of DP4A, and the first 14 feed no output of the thread). */
+/* Output rows per thread and tile (a thread's strip is h.steps tiles):
+ * 16 for RGBA 5x5, 7x7 and gradient pairs (their M - 1 halo rows and the
+ * per-thread setup spread over twice the outputs: 10-12% faster on the
+ * H100), 8 for the rest (3x3 of one matrix and gray lost 5-8% at 16,
+ * bench/NOTES.md), 32 for 15x15 (each input row costs 15 rows of DP4A,
+ * and the first 14 feed no output of the thread). */
 template <int C, int K, int M>
 __host__ __device__ constexpr int conv2d_rows4()
 {
@@ -1426,8 +1468,9 @@ __device__ __forceinline__ void conv2d_windows4(const unsigned (&w)[row4<C, Q, M
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
 constexpr int kModeAny = -1;
 
-/* conv2d_rows4 output rows of Q columns per thread. Input rows stream top to
- * bottom in a loop that is not unrolled (a fully unrolled strip was ~17 K
+/* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
+ * stream top to bottom in a loop that is not unrolled (a fully unrolled
+ * strip was ~17 K
  * instructions, and two thirds of the warps' cycles went to instruction
  * fetch). Each step copies the row kSlots4<M> - 1 ahead into the thread's
  * ring in shared memory (cp.async: no registers held while in flight),
@@ -1442,12 +1485,15 @@ constexpr int kModeAny = -1;
  * masks the kernel picks one copy of the whole loop per mode, so that no
  * output branches on it; kModeAny: h.mode, tested per output). */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE>
-__device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0)
+__device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0, int steps)
 {
     using R = row4<C, Q, M>;
-    constexpr int IN = conv2d_rows4<C, K, M>() + M - 1, N = Q + M - 1;
-    constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
     const fast_header &h = a.h;
+    /* input rows of the thread's strip: 'steps' tiles of conv2d_rows4 rows,
+     * one ring all the way down */
+    const int IN = conv2d_rows4<C, K, M>() * steps + M - 1;
+    constexpr int N = Q + M - 1;
+    constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
     const bool fast = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
     const size_t row_bytes = (size_t)h.width * C;
     const bool div = MODE == MODE_DIV || (MODE == kModeAny && h.mode == MODE_DIV);
@@ -1664,6 +1710,18 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     }
 }
 
+/* Whether a variant of version 4 walks strips (conv2d_strips4): gray, and
+ * RGBA from 5x5 on, the layouts measured faster in strips on the H100.
+ * Not RGBA 3x3: one matrix is bound by memory rather than by issue (83%
+ * of the copy rate with one tile per block, 77% in strips) and, with alpha
+ * copied, needs all of its 80 registers (the strip logic made it spill 52
+ * bytes); the gradient pair gained 2% in the bench and lost up to 10% in
+ * the tool's sweep at the automatic tile. */
+__host__ __device__ constexpr bool conv2d_strips_ok4(int C, int K, int M)
+{
+    return C == 1 || (C == 4 && M >= 5);
+}
+
 /* Blocks of kMaxThreads per SM that version 4 asks ptxas for: 3 (at most 80
  * registers, 37.5% occupancy) for the variants that fit 80 without spilling
  * (gray and 2-channel 3x3, the RGBA gradient pair with alpha copied), 2
@@ -1688,26 +1746,50 @@ template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE4>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, DP>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
 {
-    const int x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
-    const int y0 = (blockIdx.y * blockDim.y + threadIdx.y) * conv2d_rows4<C, K, M>();
-    if (x >= a.h.width || y0 >= a.h.height)
+    using R = row4<C, Q, M>;
+    constexpr int P = conv2d_rows4<C, K, M>();
+    const fast_header &h = a.h;
+    const int T = blockDim.x * blockDim.y, t = threadIdx.y * blockDim.x + threadIdx.x;
+    /* an edge block's thread: one column of threads off the fast path, one
+     * tile of rows (the host launches enough of them for one each) */
+    int x, y0, steps = 1;
+    if constexpr (!conv2d_strips_ok4(C, K, M)) {  /* one tile per block */
+        x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
+        y0 = (blockIdx.y * blockDim.y + threadIdx.y) * P;
+    } else if (blockIdx.y < h.edge_rows) {
+        const int u = (blockIdx.y * gridDim.x + blockIdx.x) * T + t;
+        if (u >= h.edge_cols * ((h.height + P - 1) / P))
+            return;
+        const int e = u % h.edge_cols;
+        x = (e < h.edge_left ? e : h.edge_right0 + e - h.edge_left) * Q;
+        y0 = u / h.edge_cols * P;
+    } else {
+        x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
+        y0 = ((blockIdx.y - h.edge_rows) * blockDim.y + threadIdx.y) * (P * h.steps);
+        steps = h.steps;
+        /* a column the edge blocks take: its gathers, a memory latency a
+         * row, would make its strip the kernel's longest */
+        if (h.edge_rows && (x * C < 4 * R::SW || (x + Q) * C + 4 * R::SW > h.width * C))
+            return;
+    }
+    if (x >= h.width || y0 >= h.height)
         return;
     if constexpr (MODE4 != kModeAny) {  /* a kernel of its own for one mode */
-        conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE4>(a, x, y0);
+        conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE4>(a, x, y0, steps);
     } else if constexpr (M > 3) {
         /* one loop: more would spill the larger masks' registers (and a
          * second loop in the same kernel spilled 24 to 1360 bytes) */
-        conv2d_body4<C, CF, K, M, Q, ZERO, DP, kModeAny>(a, x, y0);
+        conv2d_body4<C, CF, K, M, Q, ZERO, DP, kModeAny>(a, x, y0, steps);
     } else {
-        switch (a.h.mode) {  /* one copy of the loop per mode: no branch per output */
+        switch (h.mode) {  /* one copy of the loop per mode: no branch per output */
         case MODE_DIV:
-            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_DIV>(a, x, y0);
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_DIV>(a, x, y0, steps);
             break;
         case MODE_PRESCALED:
-            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED>(a, x, y0);
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED>(a, x, y0, steps);
             break;
         default:
-            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED_NO_OFFSET>(a, x, y0);
+            conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE_PRESCALED_NO_OFFSET>(a, x, y0, steps);
             break;
         }
     }
@@ -2128,7 +2210,134 @@ int conv2d_ring_stride(int tw, int threads, int cp)
     return best;
 }
 
-/* Variant, tile layout and shared bytes of a launch of version 2 or 3; with
+/* Whether conv2d_div may divide matrix k's sums by its scale (else
+ * __fdiv_rn): the scale, the largest possible sum (255 times the sum of
+ * |weights|) and its quotient within 2^100 in magnitude, so that no step
+ * overflows, and no nonzero weight below 2^-20, so that a nonzero sum (a
+ * multiple of 2^-44 at least) stays clear of the denormals. */
+static bool conv2d_div_range(const conv2d_launch *p, int k, float inv)
+{
+    const float s = fabsf(p->scale[k]);
+    if (!p->host_weights || !(s >= 0x1p-100f && s <= 0x1p100f))
+        return false;
+    const int taps = p->mask_width * p->mask_height;
+    double total = 0.0, least = 1.0;
+    for (int i = 0; i < taps; i++) {
+        const double w = fabs((double)p->host_weights[k * taps + i]);
+        total += w;
+        if (w != 0.0 && w < least)
+            least = w;
+    }
+    const double top = 255.0 * total;
+    return top < 0x1p100 && top * fabs((double)inv) < 0x1p100 && least >= 0x1p-20;
+}
+
+/* Blocks of a plan's kernel that the device holds at once: blocks per SM
+ * from the occupancy API times the SMs; 0 when a query fails. Cached per
+ * host thread (conv2d_gpu plans every launch, and the bench times the
+ * launch call). */
+static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
+{
+    struct known {
+        const void *entry;
+        int threads, dev;
+        size_t shared;
+        long long blocks;
+    };
+    static thread_local known cache[16];
+    static thread_local int next;
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();  /* leave no error for the launch to report */
+        return 0;
+    }
+    for (const known &k : cache)
+        if (k.entry == pl.v->entry && k.threads == threads && k.dev == dev && k.shared == pl.shared)
+            return k.blocks;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        (pl.shared > 48 * 1024 &&
+         cudaFuncSetAttribute(pl.v->entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)pl.shared) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    cache[next] = known{pl.v->entry, threads, dev, pl.shared, (long long)per_sm * sms};
+    next = (next + 1) % 16;
+    return (long long)per_sm * sms;
+}
+
+/* Version 4's tiles per block (h.steps), walking down: each thread's rows
+ * go on down its own ring from one tile to the next, so a strip pays the
+ * M - 1 halo rows and the setup once. The count minimises the row steps on
+ * the critical path, waves x (steps x rows + halo), the waves being the
+ * grid over the blocks the device holds at once: on 132 SMs at 3 blocks
+ * each, 8192x8192 gray 3x3 (tile 256x64) goes from 4096 blocks, 11 waves
+ * (the last a third full) of 10 row steps, to 384 blocks, one wave of 90.
+ * Ties go to fewer steps; grid.y stays within 65535. */
+static long long conv2d_steps4(long long grid_x, long long tiles_y, int rows, int halo,
+                               long long resident)
+{
+    long long best = (tiles_y + 65534) / 65535, best_cost = -1;
+    if (best < 1)
+        best = 1;
+    if (resident < 1)
+        return best;
+    for (long long s = best; s <= tiles_y; s++) {
+        const long long blocks = grid_x * ((tiles_y + s - 1) / s);
+        const long long cost = (blocks + resident - 1) / resident * (s * rows + halo);
+        if (best_cost < 0 || cost < best_cost) {
+            best = s;
+            best_cost = cost;
+        }
+        if (blocks <= resident)
+            break;  /* one wave: more steps only make it longer */
+    }
+    return best;
+}
+
+/* Version 4's grid: one tile per block, or, where the grid would run past
+ * the blocks the device holds at once, each block walking down h.steps
+ * tiles (conv2d_steps4) with the columns of threads off the fast path (the
+ * image's edges, whose rows are gathered at a memory latency each) given
+ * to edge blocks ahead of the others, one tile of rows per unit, so that
+ * no strip is latency-bound. Images whose rows are not aligned for the
+ * fast path keep one tile per block. */
+static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long grid_x,
+                           long long tiles_y, int threads)
+{
+    fast_header &h = pl->h;
+    const int C = p->channels, Q = pl->v->Q, P = pl->v->P, M = p->mask_width;
+    const int sw = (M / 2 * C + 3) / 4;                        /* halo words a side */
+    const long long cols = (p->width + Q - 1) / Q;             /* columns of threads */
+    const long long left = (4 * sw + Q * C - 1) / (Q * C);     /* x * C < 4 sw */
+    const long long right0 = ((long long)p->width * C - 4 * sw) / (Q * C);  /* then past the row */
+    h.steps = 1;
+    h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
+    if (!conv2d_strips_ok4(C, pl->v->K, M) || !h.aligned || right0 < left)
+        return tiles_y <= 65535;
+    const long long resident = conv2d_resident_blocks(*pl, threads);
+    if (resident < 1 || grid_x * tiles_y <= resident)
+        return tiles_y <= 65535;
+    const long long edge_cols = left + cols - right0;
+    const long long edge_blocks = (edge_cols * ((p->height + P - 1) / P) + threads - 1) / threads;
+    const long long edge_rows = (edge_blocks + grid_x - 1) / grid_x;
+    const long long steps = conv2d_steps4(grid_x, tiles_y, P, M - 1, resident - edge_blocks);
+    const long long grid_y = edge_rows + (tiles_y + steps - 1) / steps;
+    if (steps < 2 || 2 * edge_blocks >= resident || grid_y > 65535)
+        return tiles_y <= 65535;
+    h.steps = (int)steps;
+    h.edge_rows = (int)edge_rows;
+    h.edge_cols = (int)edge_cols;
+    h.edge_left = (int)left;
+    h.edge_right0 = (int)right0;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)grid_y);
+    return true;
+}
+
+/* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
  * 'full' also the header, weights and grid. False when the version cannot
  * run it. */
 bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool full)
@@ -2259,6 +2468,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.scale[k] = p->scale[k];
         h.offset[k] = p->offset[k];
         inv[k] = 1.0f / p->scale[k];  /* exact for the powers of two it is used for */
+        h.rcp[k] = conv2d_div_range(p, k, inv[k]) ? inv[k] : 0.0f;
     }
     switch (p->combine) {
     case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
@@ -2304,20 +2514,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
     }
 
-    if (version == 4) {  /* one tile per block */
-        const long long gy = (p->height + TH - 1) / TH;
-        if (gy > 65535)
-            return false;
-        h.steps = 1;
-        pl->grid = dim3((unsigned)((p->width + TW - 1) / TW), (unsigned)gy);
-        return true;
-    }
+    const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
+    if (version == 4)
+        return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
     /* a block walks down ~256 rows, unless that leaves too few blocks */
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
         sms = 132;
-    const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
     long long steps = 256 / TH < 1 ? 1 : 256 / TH;
     if (steps > tiles_y)
         steps = tiles_y;
@@ -2419,6 +2623,14 @@ extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStrea
     const dim3 grid((p->width + p->tile_width - 1) / p->tile_width,
                     (p->height + p->tile_height - 1) / p->tile_height);
     return conv2d_start(entry, grid, block, conv2d_shared_bytes(version, p), stream, *p);
+}
+
+extern "C" int conv2d_steps(int version, const conv2d_launch *p)
+{
+    if (version < 2)
+        return conv2d_supports(version, p) ? 1 : 0;
+    conv2d_plan pl;
+    return conv2d_make_plan(version, p, &pl, true) ? pl.h.steps : 0;
 }
 
 extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y)

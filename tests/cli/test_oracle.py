@@ -2,6 +2,7 @@
 scipy.ndimage correlation, numpy rint, clip). With --backend cuda every result
 is also compared with the same binary's --backend cpu output."""
 
+import re
 import zlib
 
 import numpy as np
@@ -701,6 +702,63 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
         assert_equal_image(got, ref, f"cuda {kernel} {kind} vs cpu")
     else:
         assert_close(got, ref, what=f"cuda {kernel} {kind} vs cpu")
+
+
+# version 4 walks each block down several tiles, each thread's rows going
+# on through its ring, when the grid would otherwise run past one wave of
+# the blocks the device holds, and gives the edge columns to blocks of their
+# own (the first rows of the grid): on gray, and on RGBA from 5x5 on (RGBA
+# 3x3 keeps one tile per block). Tiles 8 wide, on rows aligned for the fast
+# path (208 wide), and images tall enough for 8448 tiles (32 blocks on each
+# of 264 SMs): two or more tiles per block on any GPU up to that size, and
+# rows of edge blocks. Masks for each path:
+# DP4A prescaled (gaussian3, sharpen), divided (box3), with an offset
+# (emboss), a gradient pair (sobel), separable integer (gaussian5,
+# gaussian7), DP4A 15x15 (random15), float (fractional).
+DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "emboss", "sobel", "gaussian5", "gaussian7",
+                      "random15", "fractional"]
+
+
+def direct_strip_mask(tmp_path, name):
+    if name == "random15":
+        return str(REPO / "bench" / "masks" / "random15.mask")
+    if name == "fractional":
+        path = tmp_path / "f.mask"
+        path.write_text(format_matrix(np.array([[0.5, -1.25, 0.75], [2, 0.125, -1], [1, 0.5, 0.25]]),
+                                      2, 3))
+        return str(path)
+    return name
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", ["nearest", "constant"])
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("name", DIRECT_STRIP_MASKS)
+def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
+    mask = direct_strip_mask(tmp_path, name)
+    rows = 32 if name == "random15" else direct_rows(name if name != "fractional" else "box3",
+                                                     channels)
+    tile = f"8x{rows}"
+    img = random_image(rng, 208, 325 * rows + 5, channels)  # 26 x 326 tiles
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-v", "-m", mask, "-b", border, "--kernel", "direct",
+               "--tile", tile, src, out).ok()
+    launch = re.search(r"tile (\d+)x(\d+), block \d+ threads, grid (\d+)x(\d+), (\d+) tiles? per "
+                       r"block", r.err)
+    assert launch, r.describe()
+    th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
+    tiles_y = -(-img.shape[0] // th)
+    if channels == 4 and name not in ("gaussian5", "gaussian7", "random15"):  # RGBA 3x3
+        assert th == rows and per_block == 1 and grid_y == tiles_y, r.describe()
+    else:
+        assert th == rows and per_block >= 2 and grid_y > -(-tiles_y // per_block), r.describe()
+    got = read_png(out)
+    ref = gf.apply(tmp_path, img, [mask], border, backend="cpu", tag="cpu")
+    if name == "fractional":
+        assert_close(got, ref, what=f"cuda direct {name} vs cpu")
+    else:  # exact integer sums: the CPU's bytes
+        assert_equal_image(got, ref, f"cuda direct {name} in strips vs cpu")
 
 
 @pytest.mark.cuda_only
