@@ -1960,6 +1960,9 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4Q(1, 1, 5, 8, kSeparable4), CONV2D_V4Q(1, 1, 7, 8, kSeparable4),
     CONV2D_V4Q(4, 3, 5, 4, kSeparable4), CONV2D_V4Q(4, 3, 7, 2, kSeparable4),
     CONV2D_V4Q(4, 4, 5, 2, kSeparable4), CONV2D_V4Q(4, 4, 7, 2, kSeparable4),
+    /* and 9x9 (box9), one RGBA pixel per thread (9 rows of accumulators) */
+    CONV2D_V4Q(1, 1, 9, 4, kSeparable4), CONV2D_V4Q(4, 3, 9, 1, kSeparable4),
+    CONV2D_V4Q(4, 4, 9, 1, kSeparable4),
     /* 15x15 of integer weights of -128..127 (sums below 2^22), gray and
      * RGBA: DP4A */
     CONV2D_V4M(1, 1, 1, 15, 4, 0u, 1), CONV2D_V4M(4, 3, 1, 15, 1, 0u, 1),

@@ -405,14 +405,15 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
 /* The kernel version for a launch: the one asked for, or by default the
  * fastest that runs it in bench/NOTES.md's measurements: on 3 and 4
  * channels the separable one for masks that factor and are 5x5 or larger
- * (7x7 and larger where the direct one takes its DP4A or DP2A path; 9x9
- * and larger where it takes its separable integer path, for a column of
- * integers times a row of -128..127), and the register-blocked one for
- * the gradient pairs (unless the direct one takes its DP4A path);
- * otherwise the direct one where it runs (3x3, 5x5 and 7x7 masks of one
- * matrix, 15x15 of integer weights of -128..127 on gray and RGBA, 3x3
- * gradient pairs), else the separable one for masks that factor, else the
- * register-blocked one (the tiled one where none of them runs). */
+ * (7x7 and larger where the direct one takes its DP4A or DP2A path; never
+ * where it takes its separable integer path, for a column of integers
+ * times a row of -128..127), and the register-blocked one for the
+ * gradient pairs (unless the direct one takes its DP4A path); otherwise
+ * the direct one where it runs (3x3, 5x5 and 7x7 masks of one matrix, 9x9
+ * of that separable integer kind and 15x15 of integer weights of
+ * -128..127 on gray and RGBA, 3x3 gradient pairs), else the separable one
+ * for masks that factor, else the register-blocked one (the tiled one
+ * where none of them runs). */
 static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)
 {
     if (b->options.conv_version != GF_CONV_AUTO)
@@ -495,8 +496,9 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
     }
     if (*version == GF_CONV_DIRECT && !direct_runs(p)) {
         gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
-                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), 15x15 of integer weights -128..127 "
-                     "on gray and RGBA, or a 3x3 gradient pair such as sobel",
+                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), on gray and RGBA 9x9 that factors "
+                     "into integers times a row of -128..127 (box9) or 15x15 of integer weights "
+                     "-128..127, or a 3x3 gradient pair such as sobel",
                      mask->name, mask->width, mask->height, mask->count);
         return -2;
     }

@@ -463,14 +463,19 @@ BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
                  "separable": {"32x8", "16x16", "8x8", "32x32", "auto"},
                  "direct": {"32x8", "16x16", "8x8", "32x32", "64x64", "auto"}}
 # what the direct version runs: one matrix of 3x3, 5x5 or 7x7 (RGB: not
-# 7x7), or a 3x3 gradient pair combined by magnitude (and 15x15 masks of
-# integer weights of -128..127, which no built-in mask is: DIRECT_15)
+# 7x7), or a 3x3 gradient pair combined by magnitude; on gray and RGBA also
+# 9x9 masks that factor into an integer column times a row of -128..127
+# (box9 of the built-in ones) and 15x15 masks of integer weights of
+# -128..127 (which no built-in mask is: DIRECT_15)
 GRADIENT_PAIRS = {"sobel", "prewitt", "scharr"}
+DIRECT_9 = {"box9"}
 
 
 def direct_runs(mask_name, channels):
     if mask_name in GRADIENT_PAIRS:
         return True
+    if mask_name in DIRECT_9:
+        return channels in (1, 4)
     if mask_name not in MASKS:
         return False
     m = load_mask(mask_name)
@@ -480,10 +485,12 @@ def direct_runs(mask_name, channels):
 
 
 def direct_rows(mask_name, channels):
-    """Output rows per thread of the direct version: 16 for RGBA 5x5, 7x7 and
-    gradient pairs, else 8."""
-    big = mask_name in GRADIENT_PAIRS or load_mask(mask_name).matrices[0].weights.shape[0] >= 5
-    return 16 if channels == 4 and big else 8
+    """Output rows per thread of the direct version: 32 from 9x9 on, 16 for
+    RGBA 5x5, 7x7 and gradient pairs, else 8."""
+    size = 3 if mask_name in GRADIENT_PAIRS else load_mask(mask_name).matrices[0].weights.shape[0]
+    if size > 7:
+        return 32
+    return 16 if channels == 4 and (size >= 5 or mask_name in GRADIENT_PAIRS) else 8
 
 
 def refused(kernel, tile, mask_name, channels=4):
@@ -625,7 +632,7 @@ DIRECT_SEPARABLE = {
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
-@pytest.mark.parametrize("size", [5, 7])
+@pytest.mark.parametrize("size", [5, 7, 9])
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("factors", list(DIRECT_SEPARABLE))
 def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size, border, kernel,
@@ -639,6 +646,14 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
     path = tmp_path / "s.mask"
     path.write_text(text)
     img = random_image(rng, width, 77, channels)
+    integer = factors in ("byte-row-ends", "big-column")  # the separable integer path's masks
+    if size == 9 and not integer and kernel == "direct":  # 9x9: that path only
+        src = write_png(tmp_path / "in.png", img)
+        out = tmp_path / "refused.png"
+        r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "--kernel", "direct", src,
+                   out)
+        assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
+        return
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
                    extra=["--kernel", kernel], tag="cuda")
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
@@ -716,7 +731,7 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
 # (emboss), a gradient pair (sobel), separable integer (gaussian5,
 # gaussian7), DP4A 15x15 (random15), float (fractional).
 DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "emboss", "sobel", "gaussian5", "gaussian7",
-                      "random15", "fractional"]
+                      "box9", "random15", "fractional"]
 
 
 def direct_strip_mask(tmp_path, name):
@@ -749,7 +764,7 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     assert launch, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
-    if channels == 4 and name not in ("gaussian5", "gaussian7", "random15"):  # RGBA 3x3
+    if channels == 4 and name not in ("gaussian5", "gaussian7", "box9", "random15"):  # RGBA 3x3
         assert th == rows and per_block == 1 and grid_y == tiles_y, r.describe()
     else:
         assert th == rows and per_block >= 2 and grid_y > -(-tiles_y // per_block), r.describe()
