@@ -112,7 +112,8 @@
  *               RGBA from 5x5 on (RGBA 3x3 is near the copy rate, and
  *               strips cost it 8%). Gray gaussian3 ~0.087 -> ~0.068 ms,
  *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
- *               gaussian7 0.52 -> 0.38.
+ *               gaussian7 0.52 -> 0.38. The separable integer path also
+ *               takes 9x9 (box9: RGBA 1.10 ms in version 3 -> 0.83).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -1717,7 +1718,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
  * copied, needs all of its 80 registers (the strip logic made it spill 52
  * bytes); the gradient pair gained 2% in the bench and lost up to 10% in
  * the tool's sweep at the automatic tile. */
-__host__ __device__ constexpr bool conv2d_strips_ok4(int C, int K, int M)
+__host__ __device__ constexpr bool conv2d_strips_ok4(int C, int M)
 {
     return C == 1 || (C == 4 && M >= 5);
 }
@@ -1753,7 +1754,7 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
     /* an edge block's thread: one column of threads off the fast path, one
      * tile of rows (the host launches enough of them for one each) */
     int x, y0, steps = 1;
-    if constexpr (!conv2d_strips_ok4(C, K, M)) {  /* one tile per block */
+    if constexpr (!conv2d_strips_ok4(C, M)) {  /* one tile per block */
         x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
         y0 = (blockIdx.y * blockDim.y + threadIdx.y) * P;
     } else if (blockIdx.y < h.edge_rows) {
@@ -2319,7 +2320,7 @@ static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long gr
     h.steps = 1;
     h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
     pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
-    if (!conv2d_strips_ok4(C, pl->v->K, M) || !h.aligned || right0 < left)
+    if (!conv2d_strips_ok4(C, M) || !h.aligned || right0 < left)
         return tiles_y <= 65535;
     const long long resident = conv2d_resident_blocks(*pl, threads);
     if (resident < 1 || grid_x * tiles_y <= resident)
