@@ -667,6 +667,21 @@ __device__ __forceinline__ void conv2d_stage(const fast_header &h, float *tile, 
     }
 }
 
+/* The Q * C bytes of a thread's Q pixels as whole words, packed with PRMT:
+ * the filtered channels from conv2d_value (fv[q][c], c < CF), 0 in the
+ * others (merged from the source by the caller). */
+template <int C, int CF, int Q>
+__device__ __forceinline__ void conv2d_pack_words(const float (&fv)[Q][CF], unsigned (&w)[Q * C / 4])
+{
+    auto byte_of = [&](int b) { /* compile-time b */
+        const int q = b / C, c = b % C;
+        return c < CF ? fv[q][c < CF ? c : 0] : 0.0f;
+    };
+#pragma unroll
+    for (int k = 0; k < Q * C / 4; k++)
+        w[k] = conv2d_pack(byte_of(4 * k), byte_of(4 * k + 1), byte_of(4 * k + 2), byte_of(4 * k + 3));
+}
+
 /* Write the Q pixels x..x+Q-1 of row y: their filtered channels from
  * conv2d_value (fv[q][c], c < CF), the others copied from src. Whole runs
  * inside the image go out as 16-, 8- or 4-byte stores (whichever the address
@@ -682,14 +697,7 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
     const size_t o = ((size_t)y * h.width + x) * C;
     if (h.vec && x + Q <= h.width && h.cf == CF && (o & 3) == 0) {
         unsigned w[NW];
-        auto byte_of = [&](int b) { /* compile-time b */
-            const int q = b / C, c = b % C;
-            return c < CF ? fv[q][c < CF ? c : 0] : 0.0f;
-        };
-#pragma unroll
-        for (int k = 0; k < NW; k++)
-            w[k] = conv2d_pack(byte_of(4 * k), byte_of(4 * k + 1), byte_of(4 * k + 2),
-                               byte_of(4 * k + 3));
+        conv2d_pack_words<C, CF, Q>(fv, w);
         constexpr bool copy = CF < C;
         /* PRMT selector merging word k: filtered bytes from the result, the
          * others (alpha) from the source word; compile-time */
@@ -762,10 +770,7 @@ __device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float 
     constexpr int NB = Q * C, NW = NB / 4;
     static_assert(CF == C && (NB == 4 || NB == 8 || NB == 16), "whole words of all channels");
     unsigned w[NW];
-#pragma unroll
-    for (int k = 0; k < NW; k++)
-        w[k] = conv2d_pack(fv[(4 * k) / C][(4 * k) % C], fv[(4 * k + 1) / C][(4 * k + 1) % C],
-                           fv[(4 * k + 2) / C][(4 * k + 2) % C], fv[(4 * k + 3) / C][(4 * k + 3) % C]);
+    conv2d_pack_words<C, CF, Q>(fv, w);
     if constexpr (NB == 16)
         *reinterpret_cast<uint4 *>(o) = make_uint4(w[0], w[1], w[2], w[3]);
     else if constexpr (NB == 8)
@@ -1160,17 +1165,23 @@ __host__ __device__ constexpr int conv2d_rows4()
     return M > 7 ? 32 : C == 4 && (M >= 5 || K == 2) ? 16 : 8;
 }
 
+/* The halo of a row on either side of a thread's columns, M / 2 pixels,
+ * in whole 32-bit words. */
+__host__ __device__ constexpr int conv2d_halo4_words(int C, int M)
+{
+    return (M / 2 * C + 3) / 4;
+}
+
 /* The 32-bit words a thread reads of one input row, one slot of its ring:
- * M / 2 pixels on either side (the halo) rounded up to words, and its own
- * Q columns. */
+ * the halo on either side and its own Q columns. */
 __host__ __device__ constexpr int conv2d_ring4_words(int C, int Q, int M)
 {
-    return 2 * ((M / 2 * C + 3) / 4) + Q * C / 4;
+    return 2 * conv2d_halo4_words(C, M) + Q * C / 4;
 }
 
 /* Those words: SW on either side and OWN for the thread's own columns. */
 template <int C, int Q, int M> struct row4 {
-    static constexpr int RAD = M / 2, SW = (RAD * C + 3) / 4, OWN = Q * C / 4,
+    static constexpr int RAD = M / 2, SW = conv2d_halo4_words(C, M), OWN = Q * C / 4,
                          NWD = conv2d_ring4_words(C, Q, M);
     static_assert(Q * C % 4 == 0 && Q * C <= 16, "a thread's own bytes are 1 to 4 whole words");
 };
@@ -2313,7 +2324,9 @@ static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long gr
 {
     fast_header &h = pl->h;
     const int C = p->channels, Q = pl->v->Q, P = pl->v->P, M = p->mask_width;
-    const int sw = (M / 2 * C + 3) / 4;                        /* halo words a side */
+    /* the columns of threads off the fast path (conv2d_body4's 'fast'):
+     * the first 'left', and those from right0 on */
+    const int sw = conv2d_halo4_words(C, M);
     const long long cols = (p->width + Q - 1) / Q;             /* columns of threads */
     const long long left = (4 * sw + Q * C - 1) / (Q * C);     /* x * C < 4 sw */
     const long long right0 = ((long long)p->width * C - 4 * sw) / (Q * C);  /* then past the row */

@@ -590,6 +590,16 @@ DIRECT_WEIGHTS = {
 # image widths: 203 (rows not 16-byte aligned: the direct version gathers
 # each row through the border) and 208 (aligned: its ring of rows copied
 # with cp.async)
+def assert_direct_refuses(gf, tmp_path, img, mask_path, border):
+    """--kernel direct with a mask it does not run: bad usage (exit 2), a
+    message naming the direct kernel, no output."""
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "refused.png"
+    r = gf.run("--backend", "cuda", "-m", str(mask_path), "-b", border, "--kernel", "direct", src,
+               out)
+    assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
+
+
 DIRECT_WIDTHS = [203, 208]
 
 
@@ -648,11 +658,7 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
     img = random_image(rng, width, 77, channels)
     integer = factors in ("byte-row-ends", "big-column")  # the separable integer path's masks
     if size == 9 and not integer and kernel == "direct":  # 9x9: that path only
-        src = write_png(tmp_path / "in.png", img)
-        out = tmp_path / "refused.png"
-        r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "--kernel", "direct", src,
-                   out)
-        assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
+        assert_direct_refuses(gf, tmp_path, img, path, border)
         return
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
                    extra=["--kernel", kernel], tag="cuda")
@@ -704,10 +710,7 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
     img = random_image(rng, width, 83, channels)
     extra = ["--kernel", kernel]
     if kernel == "direct" and kind in ("sums-past-2^22", "fractional"):
-        src = write_png(tmp_path / "in.png", img)
-        out = tmp_path / "refused.png"
-        r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out)
-        assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
+        assert_direct_refuses(gf, tmp_path, img, path, border)
         return
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda", extra=extra, tag="cuda")
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu")
