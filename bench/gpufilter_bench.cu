@@ -365,6 +365,8 @@ static void add_bench_mask_folder(void)
 
 /* ---- device state and timing ----------------------------------------------------- */
 
+/* input buffers a row's runs rotate through, at most (see make_config) */
+static const int kMaxBuffers = 64;
 static cudaDeviceProp g_prop;
 static cudaStream_t g_stream;
 static cudaEvent_t g_start, g_stop;
@@ -504,10 +506,13 @@ static void setup_config(Config &cfg, int width, int height, int channels)
         size_t n = cfg.bytes - i < 8 ? cfg.bytes - i : 8;
         memcpy(&cfg.host[i], &r, n);
     }
-    /* enough buffers that together they exceed twice the L2, at least two */
+    /* enough buffers that together they exceed twice the L2, at least two;
+     * at most kMaxBuffers, so that a small image (a few KB: millions of
+     * buffers) is timed from the L2 rather than never */
     const double l2 = (double)g_prop.l2CacheSize;
-    cfg.buffers = (int)ceil(2.0 * l2 / (double)cfg.bytes);
-    if (2.0 * l2 >= (double)cfg.buffers * (double)cfg.bytes)
+    const double wanted = ceil(2.0 * l2 / (double)cfg.bytes);
+    cfg.buffers = wanted < kMaxBuffers ? (int)wanted : kMaxBuffers;
+    if (cfg.buffers < kMaxBuffers && 2.0 * l2 >= (double)cfg.buffers * (double)cfg.bytes)
         cfg.buffers++;
     if (cfg.buffers < 2)
         cfg.buffers = 2;
@@ -1450,11 +1455,11 @@ int main(int argc, char **argv)
                            g_prop.multiProcessorCount, g_prop.l2CacheSize / 1048576.0, clock_khz / 1000,
                            bus_bits, mem_clock_khz / 1000, g_prop.totalGlobalMem / 1073741824.0);
     g_versions_line = format("driver %d.%d, runtime %d.%d, CUB %d.%d.%d; median of %d runs%s after %d "
-                             "warm-up, inputs rotated over buffers > 2x L2; conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
+                             "warm-up, inputs rotated over buffers > 2x L2 (at most %d buffers); conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
                              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
                              CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, g_opt.reps,
                              g_opt.reps < 20 ? " (fewer than the 20 the method asks for)" : "",
-                             g_opt.warmup, g_opt.tile_width, g_opt.tile_height);
+                             g_opt.warmup, kMaxBuffers, g_opt.tile_width, g_opt.tile_height);
 #ifdef GF_HAVE_NPP
 #ifdef NPP_VERSION_MAJOR
     g_npp_line = format("NPP %d.%d.%d: conv2d peer nppiFilterBorder_8u_C1R/_C4R_Ctx, NPP_BORDER_REPLICATE",
