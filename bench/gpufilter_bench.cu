@@ -10,7 +10,8 @@
  *   2. it is timed with CUDA events: the median of --reps runs after
  *      --warmup untimed ones, the input rotated through buffers that together
  *      exceed twice the L2, so that no run reads what the previous one left
- *      in the cache;
+ *      in the cache (at most 64 buffers: images under 1/32 of the L2 are
+ *      timed partly from it);
  *   3. it is reported as ms, Gpx/s, GB/s (each input byte read once, each
  *      output byte written once) and as a percentage of the device copy
  *      bandwidth measured first in the same run on the same buffers, beside
@@ -365,7 +366,7 @@ static void add_bench_mask_folder(void)
 
 /* ---- device state and timing ----------------------------------------------------- */
 
-/* input buffers a row's runs rotate through, at most (see make_config) */
+/* input buffers a row's runs rotate through, at most (see setup_config) */
 static const int kMaxBuffers = 64;
 static cudaDeviceProp g_prop;
 static cudaStream_t g_stream;
