@@ -906,7 +906,9 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
             die(1, "conv2d %s %s on %s (tile %dx%d) differs from the CPU reference: %s", version.c_str(),
                 m.name, size_name(cfg).c_str(), q.tile_width, q.tile_height, describe_diff(d).c_str());
         std::string note = tile;
-        const int steps = conv2d_steps(v, &q);  /* tiles a block walks down */
+        unsigned grid_x, grid_y;
+        int steps;  /* tiles a block walks down */
+        conv2d_grid(v, &q, &grid_x, &grid_y, &steps);
         if (steps > 1)
             note += format(" x %d", steps);
         if (d.off_by_one)

@@ -1482,9 +1482,8 @@ constexpr int kModeAny = -1;
 
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
- * strip was ~17 K
- * instructions, and two thirds of the warps' cycles went to instruction
- * fetch). Each step copies the row kSlots4<M> - 1 ahead into the thread's
+ * strip was ~17 K instructions, and two thirds of the warps' cycles went
+ * to instruction fetch). Each step copies the row kSlots4<M> - 1 ahead into the thread's
  * ring in shared memory (cp.async: no registers held while in flight),
  * waits for its own row and reads it back. The loop body is written out
  * three times so that the 3x3 accumulators rotate by renaming, not by
@@ -2642,27 +2641,26 @@ extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStrea
     return conv2d_start(entry, grid, block, conv2d_shared_bytes(version, p), stream, *p);
 }
 
-extern "C" int conv2d_steps(int version, const conv2d_launch *p)
-{
-    if (version < 2)
-        return conv2d_supports(version, p) ? 1 : 0;
-    conv2d_plan pl;
-    return conv2d_make_plan(version, p, &pl, true) ? pl.h.steps : 0;
-}
-
-extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y)
+extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y,
+                            int *steps)
 {
     *x = *y = 0;
+    if (steps)
+        *steps = 0;
     if (version >= 2) {
         conv2d_plan pl;
         if (conv2d_make_plan(version, p, &pl, true)) {
             *x = pl.grid.x;
             *y = pl.grid.y;
+            if (steps)
+                *steps = pl.h.steps;
         }
         return;
     }
     if (p->tile_width > 0 && p->tile_height > 0) {
         *x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
         *y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
+        if (steps)
+            *steps = 1;
     }
 }

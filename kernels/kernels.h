@@ -105,15 +105,14 @@ int conv2d_block_threads(int version, const conv2d_launch *p);
  * filtered, one matrix, weights as parameters; version 4: its 3x3 one). */
 const void *conv2d_kernel_entry(int version, int channels);
 const void *conv2d_kernel_for(int version, const conv2d_launch *p);
-/* The grid a launch of this version uses (0 x 0 when it cannot run). */
-void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y);
-/* The tiles each block of that launch walks down: 1 for versions 0 and 1;
- * versions 2 and 3 walk ~256 rows; version 4 walks strips (gray, and RGBA
- * masks from 5x5 on, rows aligned for its fast path) where one tile per
- * block would run past the blocks the device holds at once, and then its
- * edge blocks, the first rows of the grid, take the image's edge columns a
- * tile at a time. 0 when it cannot run. */
-int conv2d_steps(int version, const conv2d_launch *p);
+/* The grid a launch of this version uses (0 x 0 when it cannot run) and,
+ * where steps is not NULL, the tiles each of its blocks walks down: 1 for
+ * versions 0 and 1; versions 2 and 3 walk ~256 rows; version 4 walks
+ * strips (gray, and RGBA masks from 5x5 on, rows aligned for its fast
+ * path) where one tile per block would run past the blocks the device
+ * holds at once, and then its edge blocks, the first rows of the grid,
+ * take the image's edge columns a tile at a time (0 when it cannot run). */
+void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y, int *steps);
 /* Launch version 0..CONV2D_VERSIONS-1. */
 cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream);
 

@@ -446,8 +446,8 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
     if (occupancy_of(b, version, p, &info) < 0)
         return;
     unsigned grid_x, grid_y;
-    conv2d_grid(version, p, &grid_x, &grid_y);
-    int per_block = conv2d_steps(version, p);  /* tiles each block walks down */
+    int per_block;  /* tiles each block walks down */
+    conv2d_grid(version, p, &grid_x, &grid_y, &per_block);
     double pixels = (double)p->width * p->height;
     fprintf(b->options.log,
             "gpufilter: conv2d %s %s %dx%d on %dx%dx%d: tile %dx%d, block %d threads, "

@@ -587,9 +587,6 @@ DIRECT_WEIGHTS = {
 }
 
 
-# image widths: 203 (rows not 16-byte aligned: the direct version gathers
-# each row through the border) and 208 (aligned: its ring of rows copied
-# with cp.async)
 def assert_direct_refuses(gf, tmp_path, img, mask_path, border):
     """--kernel direct with a mask it does not run: bad usage (exit 2), a
     message naming the direct kernel, no output."""
@@ -600,6 +597,9 @@ def assert_direct_refuses(gf, tmp_path, img, mask_path, border):
     assert r.rc == 2 and "direct kernel" in r.err and not out.exists(), r.describe()
 
 
+# image widths: 203 (rows not 16-byte aligned: the direct version gathers
+# each row through the border) and 208 (aligned: its ring of rows copied
+# with cp.async)
 DIRECT_WIDTHS = [203, 208]
 
 
@@ -732,7 +732,7 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
 # rows of edge blocks. Masks for each path:
 # DP4A prescaled (gaussian3, sharpen), divided (box3), with an offset
 # (emboss), a gradient pair (sobel), separable integer (gaussian5,
-# gaussian7), DP4A 15x15 (random15), float (fractional).
+# gaussian7, box9), DP4A 15x15 (random15), float (fractional).
 DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "emboss", "sobel", "gaussian5", "gaussian7",
                       "box9", "random15", "fractional"]
 
