@@ -114,6 +114,14 @@
  *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
  *               gaussian7 0.52 -> 0.38. The separable integer path also
  *               takes 9x9 (box9: RGBA 1.10 ms in version 3 -> 0.83).
+ *               Fifth round: the gray gradient pairs keep two copies of
+ *               their loop, one for threads whose columns are all inside
+ *               the image (no branch around the gathers each row) and one
+ *               for the rest: gray sobel 0.106 -> 0.099 ms. Tried and not
+ *               kept (bench/NOTES.md): the same on RGBA gradient pairs
+ *               (2% slower) and on every gray 3x3 (box3 spilled, 5%
+ *               slower), equal shares of rows in strips, gray 3x3 at 4
+ *               blocks per SM, the separable loop written out M times.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -1480,6 +1488,11 @@ __device__ __forceinline__ void conv2d_windows4(const unsigned (&w)[row4<C, Q, M
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
 constexpr int kModeAny = -1;
 
+/* a bool known at compile time, for conv2d_body4's copies of its loop */
+template <bool B> struct conv2d_flag {
+    __host__ __device__ constexpr operator bool() const { return B; }
+};
+
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
@@ -1505,7 +1518,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     const int IN = conv2d_rows4<C, K, M>() * steps + M - 1;
     constexpr int N = Q + M - 1;
     constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
-    const bool fast = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
+    const bool fast_rt = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
     const size_t row_bytes = (size_t)h.width * C;
     const bool div = MODE == MODE_DIV || (MODE == kModeAny && h.mode == MODE_DIV);
     const int rows = min(IN, h.height - y0 + M - 1);  /* input rows that feed an output */
@@ -1523,201 +1536,216 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
      * with the pointer's two */
     constexpr bool running = !(C == 4 && CF == 3 && K == 1 && M == 3 && DP != 0);
     const unsigned char *next = running && inside ? column + (size_t)(y0 - R::RAD) * row_bytes : column;
-    auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
-        if (running && fast && r < rows && inside) {
-            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, next, false);
-        } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
-            const int ym = row_of(r);
-            /* zeros for the integer paths, which read the slot as it is (the
-             * float path tests ym itself) */
-            conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, column + (size_t)max(ym, 0) * row_bytes,
-                                   DP != 0 && ym < 0);
+    /* the strip: 'fast' a constant where the kernel keeps two copies of
+     * its loop (the gray 3x3 gradient pairs: the fast path's copy has no
+     * branch around the gathers; 7% on gray sobel, where RGBA sobel lost
+     * 2% and gray box3 spilled) */
+    auto strip = [&](auto fast_v) {
+        const bool fast = fast_v;
+        auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
+            if (running && fast && r < rows && inside) {
+                conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, next, false);
+            } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
+                const int ym = row_of(r);
+                /* zeros for the integer paths, which read the slot as it is (the
+                 * float path tests ym itself) */
+                conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, column + (size_t)max(ym, 0) * row_bytes,
+                                       DP != 0 && ym < 0);
+            }
+            if (running && inside)
+                next += row_bytes;
+            conv2d_copy_commit();  /* an empty group past the last row keeps the count */
+        };
+        typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
+        /* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so
+         * that (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one
+         * FFMA makes the sum times 1 / scale when it is prescaled (a power of
+         * two: exact), and with 2^23 added (top) also rounds it half to even,
+         * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
+         * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
+        constexpr int kAccStart = 0x4B400000;
+        /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
+         * per output */
+        constexpr bool quick = K == 1 && MODE == MODE_PRESCALED_NO_OFFSET;
+        /* those outputs' rows, when every channel is computed and the row's
+         * bytes are aligned (fast: the rows' length; h.vec: both buffers):
+         * one store at a running pointer, no address arithmetic or alignment
+         * test per row */
+        constexpr bool kWide = quick && CF == C && (Q * C == 4 || Q * C == 8 || Q * C == 16);
+        const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
+        unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
+        float mul[K], sub[K], top[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            mul[k] = div ? 1.0f : 1.0f / h.scale[k];
+            sub[k] = -12582912.0f * mul[k];
+            top[k] = sub[k] + kMagic;
         }
-        if (running && inside)
-            next += row_bytes;
-        conv2d_copy_commit();  /* an empty group past the last row keeps the count */
-    };
-    typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
-    /* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so
-     * that (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one
-     * FFMA makes the sum times 1 / scale when it is prescaled (a power of
-     * two: exact), and with 2^23 added (top) also rounds it half to even,
-     * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
-     * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
-    constexpr int kAccStart = 0x4B400000;
-    /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
-     * per output */
-    constexpr bool quick = K == 1 && MODE == MODE_PRESCALED_NO_OFFSET;
-    /* those outputs' rows, when every channel is computed and the row's
-     * bytes are aligned (fast: the rows' length; h.vec: both buffers):
-     * one store at a running pointer, no address arithmetic or alignment
-     * test per row */
-    constexpr bool kWide = quick && CF == C && (Q * C == 4 || Q * C == 8 || Q * C == 16);
-    const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
-    unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
-    float mul[K], sub[K], top[K];
+        auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
+            conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
+                if constexpr (MODE == kModeAny)
+                    return div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
+                               : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
+                else
+                    return conv2d_value<MODE, COMB, K>(s, h);
+            });
+        };
+        auto step = [&](int r) {
+            fetch(r + kSlots4<M> - 1);  /* into the slot row r - 1 left */
+            unsigned mine[R::NWD];
+            if (fast) {
+                conv2d_copy_wait<kSlots4<M> - 1>();  /* row r's group is in */
+                conv2d_read4<C, Q, M>(ring, r % kSlots4<M>, mine);
+            }
+            if constexpr (DP) {
+                if (!fast)
+                    conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
+                constexpr int WW = dp4<M>::WW;
+                unsigned win[CF][Q][WW];
+                conv2d_windows4<C, CF, Q, M>(mine, win);
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-        mul[k] = div ? 1.0f : 1.0f / h.scale[k];
-        sub[k] = -12582912.0f * mul[k];
-        top[k] = sub[k] + kMagic;
-    }
-    auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
-        conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
-            if constexpr (MODE == kModeAny)
-                return div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
-                           : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
-            else
-                return conv2d_value<MODE, COMB, K>(s, h);
-        });
-    };
-    auto step = [&](int r) {
-        fetch(r + kSlots4<M> - 1);  /* into the slot row r - 1 left */
-        unsigned mine[R::NWD];
-        if (fast) {
-            conv2d_copy_wait<kSlots4<M> - 1>();  /* row r's group is in */
-            conv2d_read4<C, Q, M>(ring, r % kSlots4<M>, mine);
-        }
-        if constexpr (DP) {
-            if (!fast)
-                conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
-            constexpr int WW = dp4<M>::WW;
-            unsigned win[CF][Q][WW];
-            conv2d_windows4<C, CF, Q, M>(mine, win);
+                for (int q = 0; q < Q; q++)  /* output row r starts */
 #pragma unroll
-            for (int q = 0; q < Q; q++)  /* output row r starts */
+                    for (int k = 0; k < K; k++)
 #pragma unroll
-                for (int k = 0; k < K; k++)
-#pragma unroll
-                    for (int c = 0; c < CF; c++)
-                        acc[0][q][k][c] = kAccStart;
-            if constexpr (DP == kSeparable4) {
-                /* the row pass: one DP4A chain per output and channel, its
-                 * sum h biased like the accumulators (|h| < 2^22), then
-                 * h as a float (exact) times each column weight into the M
-                 * rows in progress: exact integer products and sums */
-                float hf[Q][CF];
-#pragma unroll
-                for (int q = 0; q < Q; q++)
-#pragma unroll
-                    for (int c = 0; c < CF; c++) {
-                        int s = kAccStart;
-#pragma unroll
-                        for (int j = 0; j < WW; j++)
-                            s = conv2d_dp4a(win[c][q][j], __float_as_uint(a.w[j]), s);
-                        hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
-                    }
-#pragma unroll
-                for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
-                    const float cw = a.w[WW + i];
+                        for (int c = 0; c < CF; c++)
+                            acc[0][q][k][c] = kAccStart;
+                if constexpr (DP == kSeparable4) {
+                    /* the row pass: one DP4A chain per output and channel, its
+                     * sum h biased like the accumulators (|h| < 2^22), then
+                     * h as a float (exact) times each column weight into the M
+                     * rows in progress: exact integer products and sums */
+                    float hf[Q][CF];
 #pragma unroll
                     for (int q = 0; q < Q; q++)
 #pragma unroll
-                        for (int c = 0; c < CF; c++)
-                            acc[i][q][0][c] = __float_as_int(
-                                __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
-                }
-            } else {
+                        for (int c = 0; c < CF; c++) {
+                            int s = kAccStart;
 #pragma unroll
-                for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
-#pragma unroll
-                    for (int k = 0; k < K; k++)
-#pragma unroll
-                        for (int j = 0; j < WW; j++) {
-                            constexpr int per = DP == 2 ? 2 : 1;
-                            const int at = ((k * M + i) * WW + j) * per;
-                            const unsigned wp = __float_as_uint(a.w[at]);
-                            const unsigned wq = __float_as_uint(a.w[at + per - 1]);
-#pragma unroll
-                            for (int q = 0; q < Q; q++)
-#pragma unroll
-                                for (int c = 0; c < CF; c++) {
-                                    int &s = acc[i][q][k][c];
-                                    if constexpr (DP == 2)
-                                        s = conv2d_dp2a<true>(wq, win[c][q][j],
-                                                              conv2d_dp2a<false>(wp, win[c][q][j], s));
-                                    else
-                                        s = conv2d_dp4a(win[c][q][j], wp, s);
-                                }
+                            for (int j = 0; j < WW; j++)
+                                s = conv2d_dp4a(win[c][q][j], __float_as_uint(a.w[j]), s);
+                            hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
                         }
-            }
-            const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-            if (j >= 0 && quick) {
-                float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
 #pragma unroll
-                for (int q = 0; q < Q; q++)
-#pragma unroll
-                    for (int c = 0; c < CF; c++)
-                        fv[q][c] = fminf(fmaxf(__fmaf_rn(__int_as_float(acc[M - 1][q][0][c]),
-                                                         mul[0], top[0]),
-                                               kMagic),
-                                         kMagic + 255.0f);
-                if constexpr (kWide) {
-                    if (wide)
-                        conv2d_store_wide<C, CF, Q>(out, fv);
-                    else
-                        conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
-                    out += row_bytes;
-                } else {
-                    conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
-                }
-            } else if (j >= 0) {
-                float sums[Q][K][CF];
-#pragma unroll
-                for (int q = 0; q < Q; q++)
-#pragma unroll
-                    for (int k = 0; k < K; k++)
-#pragma unroll
-                        for (int c = 0; c < CF; c++)
-                            sums[q][k][c] =
-                                __fmaf_rn(__int_as_float(acc[M - 1][q][k][c]), mul[k], sub[k]);
-                finish(y0 + j, sums);
-            }
-        } else {
-            float px[N][CF];
-            conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
-            conv2d_zero(acc[0]);
-#pragma unroll
-            for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
-#pragma unroll
-                for (int mx = 0; mx < M; mx++)
-#pragma unroll
-                    for (int k = 0; k < K; k++) {
-                        const int wi = (k * M + i) * M + mx;
-                        if ((ZERO >> wi) & 1)
-                            continue;  /* a weight known to be 0: acc + 0 * px is acc */
-                        const float wv = a.w[wi];
+                    for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
+                        const float cw = a.w[WW + i];
 #pragma unroll
                         for (int q = 0; q < Q; q++)
 #pragma unroll
                             for (int c = 0; c < CF; c++)
-                                acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
+                                acc[i][q][0][c] = __float_as_int(
+                                    __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
                     }
-            const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-            if (j >= 0)
-                finish(y0 + j, acc[M - 1]);
-        }
+                } else {
 #pragma unroll
-        for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
+                    for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
 #pragma unroll
-            for (int q = 0; q < Q; q++)
+                        for (int k = 0; k < K; k++)
 #pragma unroll
-                for (int k = 0; k < K; k++)
+                            for (int j = 0; j < WW; j++) {
+                                constexpr int per = DP == 2 ? 2 : 1;
+                                const int at = ((k * M + i) * WW + j) * per;
+                                const unsigned wp = __float_as_uint(a.w[at]);
+                                const unsigned wq = __float_as_uint(a.w[at + per - 1]);
 #pragma unroll
-                    for (int c = 0; c < CF; c++)
-                        acc[i][q][k][c] = acc[i - 1][q][k][c];
-    };
-    conv2d_zero(acc);  /* rows before the first output: never stored */
+                                for (int q = 0; q < Q; q++)
 #pragma unroll
-    for (int r = 0; r < kSlots4<M> - 1; r++)
-        fetch(r);
+                                    for (int c = 0; c < CF; c++) {
+                                        int &s = acc[i][q][k][c];
+                                        if constexpr (DP == 2)
+                                            s = conv2d_dp2a<true>(wq, win[c][q][j],
+                                                                  conv2d_dp2a<false>(wp, win[c][q][j], s));
+                                        else
+                                            s = conv2d_dp4a(win[c][q][j], wp, s);
+                                    }
+                            }
+                }
+                const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+                if (j >= 0 && quick) {
+                    float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
+#pragma unroll
+                    for (int q = 0; q < Q; q++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            fv[q][c] = fminf(fmaxf(__fmaf_rn(__int_as_float(acc[M - 1][q][0][c]),
+                                                             mul[0], top[0]),
+                                                   kMagic),
+                                             kMagic + 255.0f);
+                    if constexpr (kWide) {
+                        if (wide)
+                            conv2d_store_wide<C, CF, Q>(out, fv);
+                        else
+                            conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+                        out += row_bytes;
+                    } else {
+                        conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+                    }
+                } else if (j >= 0) {
+                    float sums[Q][K][CF];
+#pragma unroll
+                    for (int q = 0; q < Q; q++)
+#pragma unroll
+                        for (int k = 0; k < K; k++)
+#pragma unroll
+                            for (int c = 0; c < CF; c++)
+                                sums[q][k][c] =
+                                    __fmaf_rn(__int_as_float(acc[M - 1][q][k][c]), mul[k], sub[k]);
+                    finish(y0 + j, sums);
+                }
+            } else {
+                float px[N][CF];
+                conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
+                conv2d_zero(acc[0]);
+#pragma unroll
+                for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+                    for (int mx = 0; mx < M; mx++)
+#pragma unroll
+                        for (int k = 0; k < K; k++) {
+                            const int wi = (k * M + i) * M + mx;
+                            if ((ZERO >> wi) & 1)
+                                continue;  /* a weight known to be 0: acc + 0 * px is acc */
+                            const float wv = a.w[wi];
+#pragma unroll
+                            for (int q = 0; q < Q; q++)
+#pragma unroll
+                                for (int c = 0; c < CF; c++)
+                                    acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
+                        }
+                const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+                if (j >= 0)
+                    finish(y0 + j, acc[M - 1]);
+            }
+#pragma unroll
+            for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            acc[i][q][k][c] = acc[i - 1][q][k][c];
+        };
+        conv2d_zero(acc);  /* rows before the first output: never stored */
+#pragma unroll
+        for (int r = 0; r < kSlots4<M> - 1; r++)
+            fetch(r);
 #pragma unroll 1
-    for (int r = 0; r < rows; r += 3) {  /* three steps: the 3x3 accumulators rotate by renaming */
-        step(r);
-        if (r + 1 < rows)
-            step(r + 1);
-        if (r + 2 < rows)
-            step(r + 2);
+        for (int r = 0; r < rows; r += 3) {  /* three steps: the 3x3 accumulators rotate by renaming */
+            step(r);
+            if (r + 1 < rows)
+                step(r + 1);
+            if (r + 2 < rows)
+                step(r + 2);
+        }
+    };
+    if constexpr (C == 1 && M == 3 && K == 2) {
+        if (fast_rt)
+            strip(conv2d_flag<true>{});
+        else
+            strip(conv2d_flag<false>{});
+    } else {
+        strip(fast_rt);
     }
 }
 
