@@ -1563,7 +1563,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
          * two: exact), and with 2^23 added (top) also rounds it half to even,
          * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
          * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
-        constexpr int kAccStart = 0x4B400000;
+        [[maybe_unused]] constexpr int kAccStart = 0x4B400000;  /* unread on the float path */
         /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
          * per output */
         constexpr bool quick = K == 1 && MODE == MODE_PRESCALED_NO_OFFSET;
@@ -1572,8 +1572,9 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
          * one store at a running pointer, no address arithmetic or alignment
          * test per row */
         constexpr bool kWide = quick && CF == C && (Q * C == 4 || Q * C == 8 || Q * C == 16);
-        const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
-        unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
+        /* both unread where kWide is false (the float path, gradient pairs) */
+        [[maybe_unused]] const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
+        [[maybe_unused]] unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
         float mul[K], sub[K], top[K];
 #pragma unroll
         for (int k = 0; k < K; k++) {
