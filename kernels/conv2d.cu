@@ -114,14 +114,15 @@
  *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
  *               gaussian7 0.52 -> 0.38. The separable integer path also
  *               takes 9x9 (box9: RGBA 1.10 ms in version 3 -> 0.83).
- *               Fifth round: the gray gradient pairs keep two copies of
- *               their loop, one for threads whose columns are all inside
- *               the image (no branch around the gathers each row) and one
- *               for the rest: gray sobel 0.106 -> 0.099 ms. Tried and not
- *               kept (bench/NOTES.md): the same on RGBA gradient pairs
- *               (2% slower) and on every gray 3x3 (box3 spilled, 5%
- *               slower), equal shares of rows in strips, gray 3x3 at 4
- *               blocks per SM, the separable loop written out M times.
+ *               Fifth round, tried and not kept (bench/NOTES.md): equal
+ *               shares of rows in strips, gray 3x3 at 4 blocks per SM,
+ *               the separable loop written out M times, and two copies
+ *               of the 3x3 loop, one for threads whose columns are all
+ *               inside the image (no branch around the gathers each row):
+ *               7% faster on gray gradient pairs, 2% slower on RGBA ones,
+ *               5% on gray box3 (it spilled). Sixth round: the gray
+ *               gradient pairs alone keep those two copies: gray sobel
+ *               0.106 -> 0.099 ms.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
