@@ -45,6 +45,10 @@ note() { summary+=("$*"); echo "== $*"; }
 build() {
     if [ "${REBUILD:-0}" != 1 ] && [ -d build/obj ]; then
         find build -type f -exec touch {} +
+        # touched in no set order, a program can end up newer than an object
+        # it links: remove the programs, so that every one is linked again
+        # from the carried objects
+        find build -maxdepth 1 -type f -perm -u+x -delete
     fi
     # the static libdeflate and libturbojpeg the carried objects were built
     # with, where the GPU machine lacks their headers (carried in .deps/lib)

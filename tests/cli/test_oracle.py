@@ -576,10 +576,14 @@ def test_cuda_large_mask(gf, rng, tmp_path, tile, kernel, border):
 # -128..127 (DP4A), 7x7 of 16-bit integer weights whose sums stay below 2^22
 # (DP2A; other sizes: float) and every other weight (float); each on the
 # ends of its range, with a scale that is a power of two (folded) and one
-# that is not
+# that is not. DP4A 3x3 divided by an odd integer with no offset rounds t / d
+# with one FFMA (MODE_DIV_ODD): t / 15 comes within 1/30 of a half-integer
 DIRECT_WEIGHTS = {
     "byte-ends": ([-128, 127, -1, 0, 1, 2], 64, 128),        # DP4A, prescaled, offset
     "byte-ends-div": ([-128, 127, 3, -5], 100, 0),           # DP4A, divided
+    "byte-ends-odd": ([-128, 127, 3, -5, 1], 15, 0),         # DP4A, odd divisor (3x3: one FFMA)
+    "byte-ends-odd-neg": ([-128, 127, 3, -5, 1], -7, 0),     # the same, negative
+    "byte-ends-odd-offset": ([-128, 127, 3, -5], 9, 5),      # DP4A, odd divisor, offset: divided
     "fractional": ([0.5, -0.25, 1.75, 0.125], 3, 10),        # float
     "past-a-byte": ([-129, 128, 200, -7, 1], 512, 0),        # 7x7: DP2A, else float
     "shorts-div": ([-1000, 1000, 300, -7, 0, 1], 1000, 3),   # 7x7: DP2A (sums < 2^22), divided
@@ -730,16 +734,21 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
 # path (208 wide), and images tall enough for 8448 tiles (32 blocks on each
 # of 264 SMs): two or more tiles per block on any GPU up to that size, and
 # rows of edge blocks. Masks for each path:
-# DP4A prescaled (gaussian3, sharpen), divided (box3), with an offset
-# (emboss), a gradient pair (sobel), separable integer (gaussian5,
-# gaussian7, box9), DP4A 15x15 (random15), float (fractional).
-DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "emboss", "sobel", "gaussian5", "gaussian7",
-                      "box9", "random15", "fractional"]
+# DP4A prescaled (gaussian3, sharpen), divided by an odd integer (box3) and
+# by another (box3 over 10), with an offset (emboss), a gradient pair
+# (sobel), separable integer (gaussian5, gaussian7, box9), DP4A 15x15
+# (random15), float (fractional).
+DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "box3-div10", "emboss", "sobel", "gaussian5",
+                      "gaussian7", "box9", "random15", "fractional"]
 
 
 def direct_strip_mask(tmp_path, name):
     if name == "random15":
         return str(REPO / "bench" / "masks" / "random15.mask")
+    if name == "box3-div10":
+        path = tmp_path / "d.mask"
+        path.write_text(format_matrix(np.ones((3, 3)), 10))
+        return str(path)
     if name == "fractional":
         path = tmp_path / "f.mask"
         path.write_text(format_matrix(np.array([[0.5, -1.25, 0.75], [2, 0.125, -1], [1, 0.5, 0.25]]),
@@ -754,7 +763,7 @@ def direct_strip_mask(tmp_path, name):
 @pytest.mark.parametrize("name", DIRECT_STRIP_MASKS)
 def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     mask = direct_strip_mask(tmp_path, name)
-    rows = 32 if name == "random15" else direct_rows(name if name != "fractional" else "box3",
+    rows = 32 if name == "random15" else direct_rows(name if name in MASKS else "box3",
                                                      channels)
     tile = f"8x{rows}"
     img = random_image(rng, 208, 325 * rows + 5, channels)  # 26 x 326 tiles
