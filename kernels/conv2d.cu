@@ -1508,18 +1508,19 @@ template <bool B> struct conv2d_flag {
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
- * to instruction fetch). Each step copies the row kSlots4<M> - 1 ahead into the thread's
- * ring in shared memory (cp.async: no registers held while in flight),
- * waits for its own row and reads it back. The loop body is written out
- * three times so that the 3x3 accumulators rotate by renaming, not by
- * moves. acc[i] holds output row r - i, so input row r is mask row i of
+ * to instruction fetch). Each step copies the row kSlots4<M> - 1 ahead
+ * into the thread's ring in shared memory (cp.async: no registers held
+ * while in flight), waits for its own row and reads it back. The loop body
+ * is written out three times so that the 3x3 accumulators rotate by
+ * renaming, not by moves. acc[i] holds output row r - i, so input row r is mask row i of
  * acc[i]: every output gets its mask rows in order and, within a row, its
  * columns in order, version 1's summation order, hence version 1's bytes
  * (the DP4A path's sums are exact integers: the same bytes). After row r,
  * acc[M - 1] is complete: it is finished and stored (16-byte stores), and
  * the accumulators shift by one. MODE: how the sums are scaled (for 3x3
  * masks the kernel picks one copy of the whole loop per mode, so that no
- * output branches on it; kModeAny: h.mode, tested per output). */
+ * output branches on it; kModeAny: h.mode, tested per output). The gray
+ * 3x3 gradient pairs also keep one copy per value of 'fast'. */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0, int steps)
 {
@@ -2278,7 +2279,7 @@ int conv2d_ring_stride(int tw, int threads, int cp)
 static bool conv2d_odd_divisor(float s)
 {
     const float d = fabsf(s);
-    return d >= 3.0f && d < 0x1p22f && d == truncf(d) && fmodf(d, 2.0f) == 1.0f;
+    return d >= 3.0f && d < 0x1p22f && fmodf(d, 2.0f) == 1.0f;  /* exact: no rounding */
 }
 
 /* Whether conv2d_div may divide matrix k's sums by its scale (else
