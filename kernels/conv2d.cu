@@ -126,7 +126,16 @@
  *               divided by an odd integer with no offset (box3) take one
  *               FFMA per output in a loop of their own (MODE_DIV_ODD)
  *               instead of a division: box3 gray 0.080 -> 0.068 ms,
- *               RGBA 0.330 -> 0.221 (as fast as gaussian3).
+ *               RGBA 0.330 -> 0.221 (as fast as gaussian3). Eighth
+ *               round: the separable integer path's column pass without
+ *               multiplies for binomial columns (a cascade of M - 1 FADD)
+ *               and columns of ones (a running sum, 2 FADD), and kernels
+ *               of their own, with no clamp, for masks whose outputs
+ *               cannot leave 0..255 (gaussian, box; kInRange): RGBA
+ *               gaussian7 0.393 -> 0.362 ms (half the copy rate), box5
+ *               0.53 -> 0.31, box9 0.84 -> 0.62, gaussian3 0.222 ->
+ *               0.212; gray box9 0.197 -> 0.137, gaussian3 0.067 ->
+ *               0.066, box3 0.071 -> 0.066.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -387,6 +396,12 @@ constexpr int kParamWeights = 980;
  * same way, with no tie. Only the kernels with a loop for it are given it
  * (conv2d_make_plan). */
 enum { MODE_PRESCALED_NO_OFFSET = 0, MODE_PRESCALED = 1, MODE_DIV = 2, MODE_DIV_ODD = 3 };
+/* Added to MODE_PRESCALED_NO_OFFSET or MODE_DIV_ODD in a version 4 kernel
+ * of its own for masks whose outputs cannot leave 0..255 (weights >= 0,
+ * their sum at most the scale: gaussian, box): its outputs skip the clamp.
+ * t >= 0, so the FFMA's result is at least 2^23; t <= 255 * scale, so it
+ * rounds to at most 2^23 + 255 (for MODE_DIV_ODD: to rint(t / d) <= 255). */
+constexpr int kInRange = 8;
 /* How the matrix responses combine (gf_combine, NONE folded into SUM, and
  * MAX and MIN of one matrix too). */
 enum { COMB_SUM = 0, COMB_MAG = 1, COMB_MAX = 2, COMB_MIN = 3 };
@@ -1390,13 +1405,27 @@ template <int M> struct dp4 {
 };
 
 /* DP of the separable integer path: masks that factor as an integer column
- * times a row of -128..127 (gaussian5, gaussian7, box5), sums below 2^22.
+ * times a row of -128..127 (5x5 to 9x9), sums below 2^22.
  * Each input row gets the row pass once per output column (WW DP4A per
  * channel), and the column pass is one FFMA per mask row: for 7x7, 2 DP4A
  * + 8 float instructions per pixel and channel instead of 28 DP2A. The
  * parameters are the row's WW packed words, then the M column weights as
  * floats. */
 constexpr int kSeparable4 = CONV2D_SEPARABLE_INTEGER;
+/* Two kinds of column of that path whose column pass needs no multiply
+ * (kernels of their own, one scaling mode each): binomial columns C(M-1, i)
+ * (gaussian5, gaussian7), whose column pass is M - 1 FADD, a cascade of
+ * M - 1 two-tap sums s_k(r) = s_{k-1}(r) + s_{k-1}(r - 1) (the filter
+ * (1 + z)^(M-1)), with s_0 the row pass; and columns of ones (box5, box7,
+ * box9), a running sum of the last M row passes, 2 FADD. Every partial sum
+ * is an exact integer below 2^22, as the full one is, so the bytes are the
+ * same as M FFMA's. conv2d_direct_integer() reports both as
+ * CONV2D_SEPARABLE_INTEGER. */
+constexpr int kBinomial4 = CONV2D_SEPARABLE_INTEGER + 1, kBox4 = CONV2D_SEPARABLE_INTEGER + 2;
+__host__ __device__ constexpr bool conv2d_separable4(int dp)
+{
+    return dp >= kSeparable4;
+}
 static_assert(CONV2D_DP4A == 1 && CONV2D_DP2A == 2, "the DP template argument");
 
 /* acc + the dot product of four unsigned pixel bytes and four signed weights */
@@ -1521,7 +1550,7 @@ template <bool B> struct conv2d_flag {
  * masks the kernel picks one copy of the whole loop per mode, so that no
  * output branches on it; kModeAny: h.mode, tested per output). The gray
  * 3x3 gradient pairs also keep one copy per value of 'fast'. */
-template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE>
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE, bool IN_RANGE = false>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0, int steps)
 {
     using R = row4<C, Q, M>;
@@ -1580,6 +1609,10 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
          * per output */
         constexpr bool quick = K == 1 && (MODE == MODE_PRESCALED_NO_OFFSET || MODE == MODE_DIV_ODD);
+        /* the cascades' sums are plain floats, not biased (kBinomial4, kBox4:
+         * kernels of one quick mode each) */
+        constexpr bool cascade = DP == kBinomial4 || DP == kBox4;
+        static_assert((!cascade && !IN_RANGE) || quick, "quick outputs only");
         /* those outputs' rows, when every channel is computed and the row's
          * bytes are aligned (fast: the rows' length; h.vec: both buffers):
          * one store at a running pointer, no address arithmetic or alignment
@@ -1595,7 +1628,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             sub[k] = -12582912.0f * mul[k];
             /* MODE_DIV_ODD: the bias is taken off first (exact), as
              * -12582912 / d would be rounded */
-            top[k] = MODE == MODE_DIV_ODD ? kMagic : sub[k] + kMagic;
+            top[k] = MODE == MODE_DIV_ODD || cascade ? kMagic : sub[k] + kMagic;
         }
         auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
             conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
@@ -1619,14 +1652,18 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 constexpr int WW = dp4<M>::WW;
                 unsigned win[CF][Q][WW];
                 conv2d_windows4<C, CF, Q, M>(mine, win);
+                if constexpr (!cascade) {
 #pragma unroll
-                for (int q = 0; q < Q; q++)  /* output row r starts */
+                    for (int q = 0; q < Q; q++)  /* output row r starts */
 #pragma unroll
-                    for (int k = 0; k < K; k++)
+                        for (int k = 0; k < K; k++)
 #pragma unroll
-                        for (int c = 0; c < CF; c++)
-                            acc[0][q][k][c] = kAccStart;
-                if constexpr (DP == kSeparable4) {
+                            for (int c = 0; c < CF; c++)
+                                acc[0][q][k][c] = kAccStart;
+                }
+                /* the cascades: the sums of output row r - (M - 1), complete */
+                [[maybe_unused]] float done[Q][CF];
+                if constexpr (conv2d_separable4(DP)) {
                     /* the row pass: one DP4A chain per output and channel, its
                      * sum h biased like the accumulators (|h| < 2^22), then
                      * h as a float (exact) times each column weight into the M
@@ -1643,14 +1680,44 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                             hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
                         }
 #pragma unroll
-                    for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
-                        const float cw = a.w[WW + i];
+                    for (int q = 0; q < Q; q++)
 #pragma unroll
-                        for (int q = 0; q < Q; q++)
+                        for (int c = 0; c < CF; c++) {
+                            if constexpr (DP == kBinomial4) {
+                                /* acc[k] holds stage k of row r - 1; stage k + 1
+                                 * of row r is stage k of rows r and r - 1 */
+                                float v = hf[q][c];
 #pragma unroll
-                            for (int c = 0; c < CF; c++)
-                                acc[i][q][0][c] = __float_as_int(
-                                    __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
+                                for (int k = 0; k < M - 1; k++) {
+                                    const float up = __fadd_rn(v, __int_as_float(acc[k][q][0][c]));
+                                    acc[k][q][0][c] = __float_as_int(v);
+                                    v = up;
+                                }
+                                done[q][c] = v;
+                            } else if constexpr (DP == kBox4) {
+                                /* acc[0 .. M - 2]: the row passes of rows r - 1 ..
+                                 * r - M + 1, acc[M - 1] their sum */
+                                const float t = __fadd_rn(__int_as_float(acc[M - 1][q][0][c]), hf[q][c]);
+                                done[q][c] = t;
+                                acc[M - 1][q][0][c] =
+                                    __float_as_int(__fadd_rn(t, -__int_as_float(acc[M - 2][q][0][c])));
+#pragma unroll
+                                for (int i = M - 2; i > 0; i--)
+                                    acc[i][q][0][c] = acc[i - 1][q][0][c];
+                                acc[0][q][0][c] = __float_as_int(hf[q][c]);
+                            }
+                        }
+                    if constexpr (DP == kSeparable4) {
+#pragma unroll
+                        for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
+                            const float cw = a.w[WW + i];
+#pragma unroll
+                            for (int q = 0; q < Q; q++)
+#pragma unroll
+                                for (int c = 0; c < CF; c++)
+                                    acc[i][q][0][c] = __float_as_int(
+                                        __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
+                        }
                     }
                 } else {
 #pragma unroll
@@ -1683,10 +1750,15 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                     for (int q = 0; q < Q; q++)
 #pragma unroll
                         for (int c = 0; c < CF; c++) {
-                            float t = __int_as_float(acc[M - 1][q][0][c]);
-                            if constexpr (MODE == MODE_DIV_ODD)
+                            float t;
+                            if constexpr (cascade)
+                                t = done[q][c];
+                            else
+                                t = __int_as_float(acc[M - 1][q][0][c]);
+                            if constexpr (MODE == MODE_DIV_ODD && !cascade)
                                 t = __fadd_rn(t, -12582912.0f);  /* the sum itself */
-                            fv[q][c] = fminf(fmaxf(__fmaf_rn(t, mul[0], top[0]), kMagic), kMagic + 255.0f);
+                            const float v = __fmaf_rn(t, mul[0], top[0]);
+                            fv[q][c] = IN_RANGE ? v : fminf(fmaxf(v, kMagic), kMagic + 255.0f);
                         }
                     if constexpr (kWide) {
                         if (wide)
@@ -1733,15 +1805,17 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 if (j >= 0)
                     finish(y0 + j, acc[M - 1]);
             }
+            if constexpr (!cascade) {  /* (the cascades move their own) */
 #pragma unroll
-            for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
+                for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
 #pragma unroll
-                for (int q = 0; q < Q; q++)
+                    for (int q = 0; q < Q; q++)
 #pragma unroll
-                    for (int k = 0; k < K; k++)
+                        for (int k = 0; k < K; k++)
 #pragma unroll
-                        for (int c = 0; c < CF; c++)
-                            acc[i][q][k][c] = acc[i - 1][q][k][c];
+                            for (int c = 0; c < CF; c++)
+                                acc[i][q][k][c] = acc[i - 1][q][k][c];
+            }
         };
         conv2d_zero(acc);  /* rows before the first output: never stored */
 #pragma unroll
@@ -1831,7 +1905,7 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
     if (x >= h.width || y0 >= h.height)
         return;
     if constexpr (MODE4 != kModeAny) {  /* a kernel of its own for one mode */
-        conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE4>(a, x, y0, steps);
+        conv2d_body4<C, CF, K, M, Q, ZERO, DP, MODE4 & ~kInRange, (MODE4 & kInRange) != 0>(a, x, y0, steps);
     } else if constexpr (M > 3) {
         /* one loop: more would spill the larger masks' registers (and a
          * second loop in the same kernel spilled 24 to 1360 bytes) */
@@ -1909,7 +1983,8 @@ struct conv2d_variant {
     unsigned zero;  /* weights known to be 0 (bit i: weight i) */
     const void *entry;
     conv2d_runner run;
-    bool quick;     /* version 4: for prescaled masks without offsets only */
+    int mode;       /* version 4: the one scaling mode of the kernel (MODE_*, with
+                       kInRange), or kModeAny; versions 2 and 3: kModeAny */
 };
 
 struct conv2d_plan {
@@ -1959,7 +2034,7 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 
 #define CONV2D_V2(C, CF, K, M, P, Q, WS, NW)                                                  \
     {2, C, CF, K, M, M, P, Q, WS, 0u, (const void *)conv2d_kernel2<C, CF, K, M, M, P, Q, WS, NW>, \
-     conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>, false}
+     conv2d_run2<C, CF, K, M, M, P, Q, WS, NW>, kModeAny}
 /* the zero taps of the Sobel, Prewitt and Scharr pairs: the x gradient's
  * middle column (weights 1, 4, 7), the y gradient's middle row (12, 13, 14) */
 #define CONV2D_GRADIENT_ZEROS 0x7092u
@@ -1975,9 +2050,9 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     CONV2D_V2(C, CF, 3, 0, 1, 4, true, 4), CONV2D_V2(C, CF, 4, 0, 1, 4, true, 4)
 #define CONV2D_V3(C, CF)                                                                      \
     {3, C, CF, 1, 0, 0, 8, 8, false, 0u, (const void *)conv2d_kernel3<C, CF, false>,          \
-     conv2d_run3<C, CF, false>, false},                                                        \
+     conv2d_run3<C, CF, false>, kModeAny},                                                     \
     {3, C, CF, 1, 0, 0, 8, 8, true, 0u, (const void *)conv2d_kernel3<C, CF, true>,            \
-     conv2d_run3<C, CF, true>, false}
+     conv2d_run3<C, CF, true>, kModeAny}
 
 /* version 4: conv2d_rows4 rows of Q columns per thread, Q such that a thread's
  * own bytes of a row are whole words (at most 16 bytes) and, where that
@@ -1989,11 +2064,18 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 #define CONV2D_V4X(C, CF, K, M, Q, Z, DP, MODE4)                                              \
     {4, C, CF, K, M, M, conv2d_rows4<C, K, M>(), Q, DP, Z,                                      \
      (const void *)conv2d_kernel4<C, CF, K, M, Q, Z, DP, MODE4>,                              \
-     conv2d_run4<C, CF, K, M, Q, Z, DP, MODE4>, MODE4 != kModeAny}
+     conv2d_run4<C, CF, K, M, Q, Z, DP, MODE4>, MODE4}
 #define CONV2D_V4M(C, CF, K, M, Q, Z, DP) CONV2D_V4X(C, CF, K, M, Q, Z, DP, kModeAny)
 /* and the same for the prescaled masks without offsets only */
 #define CONV2D_V4Q(C, CF, M, Q, DP)                                                            \
     CONV2D_V4M(C, CF, 1, M, Q, 0u, DP), CONV2D_V4X(C, CF, 1, M, Q, 0u, DP, MODE_PRESCALED_NO_OFFSET)
+/* the kernels of one size and layout for masks whose outputs stay in
+ * 0..255 (kInRange): prescaled without an offset (gaussian) and divided by
+ * an odd integer (box); DP: 1 (DP4A) or the binomial and box columns of
+ * the separable integer path */
+#define CONV2D_V4R(C, CF, M, Q, DP_GAUSSIAN, DP_BOX)                                           \
+    CONV2D_V4X(C, CF, 1, M, Q, 0u, DP_GAUSSIAN, MODE_PRESCALED_NO_OFFSET + kInRange),         \
+    CONV2D_V4X(C, CF, 1, M, Q, 0u, DP_BOX, MODE_DIV_ODD + kInRange)
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
     CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
@@ -2013,18 +2095,29 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4M(4, 3, 2, 3, 2, CONV2D_GRADIENT_ZEROS, 1), CONV2D_V4Q(4, 3, 5, 4, 1),
     CONV2D_V4M(4, 4, 1, 3, 4, 0u, 1), CONV2D_V4M(4, 4, 2, 3, 2, CONV2D_GRADIENT_ZEROS, 1),
     CONV2D_V4Q(4, 4, 5, 2, 1),
+    /* and 3x3 (gaussian3, box3) whose outputs stay in 0..255 */
+    CONV2D_V4R(1, 1, 3, 8, 1, 1), CONV2D_V4R(4, 3, 3, 4, 1, 1), CONV2D_V4R(4, 4, 3, 4, 1, 1),
     CONV2D_V4Q(1, 1, 7, 8, 1), CONV2D_V4Q(4, 3, 7, 2, 1), CONV2D_V4Q(4, 4, 7, 2, 1),
     /* 7x7 of 16-bit integer weights, gray and RGBA: DP2A */
     CONV2D_V4Q(1, 1, 7, 8, 2), CONV2D_V4Q(4, 3, 7, 2, 2), CONV2D_V4Q(4, 4, 7, 2, 2),
-    /* 5x5 and 7x7 that factor as an integer column times a row of bytes
-     * (gaussian5, gaussian7, box5), gray and RGBA: row pass DP4A, column
-     * pass FFMA */
+    /* 5x5 and 7x7 that factor as an integer column times a row of bytes,
+     * gray and RGBA: row pass DP4A, column pass FFMA (gaussian and box
+     * masks take the kernels further down) */
     CONV2D_V4Q(1, 1, 5, 8, kSeparable4), CONV2D_V4Q(1, 1, 7, 8, kSeparable4),
     CONV2D_V4Q(4, 3, 5, 4, kSeparable4), CONV2D_V4Q(4, 3, 7, 2, kSeparable4),
     CONV2D_V4Q(4, 4, 5, 2, kSeparable4), CONV2D_V4Q(4, 4, 7, 2, kSeparable4),
     /* and 9x9 (box9), one RGBA pixel per thread (9 rows of accumulators) */
     CONV2D_V4Q(1, 1, 9, 4, kSeparable4), CONV2D_V4Q(4, 3, 9, 1, kSeparable4),
     CONV2D_V4Q(4, 4, 9, 1, kSeparable4),
+    /* the same sizes and layouts, outputs in 0..255: binomial columns
+     * prescaled (gaussian5, gaussian7), columns of ones over an odd
+     * integer (box5, box7, box9) */
+    CONV2D_V4R(1, 1, 5, 8, kBinomial4, kBox4), CONV2D_V4R(1, 1, 7, 8, kBinomial4, kBox4),
+    CONV2D_V4R(4, 3, 5, 4, kBinomial4, kBox4), CONV2D_V4R(4, 3, 7, 2, kBinomial4, kBox4),
+    CONV2D_V4R(4, 4, 5, 2, kBinomial4, kBox4), CONV2D_V4R(4, 4, 7, 2, kBinomial4, kBox4),
+    CONV2D_V4X(1, 1, 1, 9, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4X(4, 3, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     /* 15x15 of integer weights of -128..127 (sums below 2^22), gray and
      * RGBA: DP4A */
     CONV2D_V4M(1, 1, 1, 15, 4, 0u, 1), CONV2D_V4M(4, 3, 1, 15, 1, 0u, 1),
@@ -2032,11 +2125,11 @@ const conv2d_variant conv2d_variants[] = {
 };
 
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws,
-                                  unsigned zero = 0, bool quick = false)
+                                  unsigned zero = 0, int mode = kModeAny)
 {
     for (const conv2d_variant &v : conv2d_variants)
         if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M &&
-            v.ws == ws && v.zero == zero && v.quick == quick)
+            v.ws == ws && v.zero == zero && v.mode == mode)
             return &v;
     return NULL;
 }
@@ -2158,6 +2251,40 @@ int conv2d_pack_separable(const float *row, const float *column, int m, float *o
     for (int i = 0; i < m; i++)
         out[ww + i] = column[i];
     return ww + m;
+}
+
+/* Whether a column of the separable path is binomial, C(m - 1, i)
+ * (kBinomial4), or all ones (kBox4). */
+bool conv2d_binomial_column(const float *column, int m)
+{
+    long long c = 1;  /* C(m - 1, i): exact, m <= 31 */
+    for (int i = 0; i < m; i++) {
+        if ((double)column[i] != (double)c)
+            return false;
+        c = c * (m - 1 - i) / (i + 1);
+    }
+    return true;
+}
+
+bool conv2d_ones(const float *column, int m)
+{
+    for (int i = 0; i < m; i++)
+        if (column[i] != 1.0f)
+            return false;
+    return true;
+}
+
+/* Whether a matrix's outputs stay in 0..255 before the clamp (kInRange):
+ * no negative weight, and their sum at most the scale. */
+bool conv2d_in_range(const float *w, int taps, float scale)
+{
+    double total = 0.0;
+    for (int i = 0; i < taps; i++) {
+        if (!(w[i] >= 0.0f))
+            return false;
+        total += w[i];
+    }
+    return total <= (double)scale;
 }
 
 int conv2d_gcd(int a, int b)
@@ -2448,21 +2575,30 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                        conv2d_integer_factors(p->host_weights, mw, mh, row, column) &&
                        conv2d_byte_weights(row, mw);
         const float inv0 = 1.0f / p->scale[0];
-        const bool quick = K == 1 && p->offset[0] == 0.0f && conv2d_prescalable(p, 1, mw * mh, &inv0);
-        /* the first path that applies and has a variant for this size and
-         * layout: separable integer, DP4A, DP2A, float */
-        const bool paths[4] = {have_factors,
+        const bool no_offset = K == 1 && p->offset[0] == 0.0f;
+        const bool quick = no_offset && conv2d_prescalable(p, 1, mw * mh, &inv0);
+        const bool odd = no_offset && conv2d_odd_divisor(p->scale[0]);
+        /* the modes of the kernels this mask can take, the most specific
+         * first: outputs in 0..255, prescaled, any */
+        int modes[3], nmodes = 0;
+        if ((quick || odd) && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]))
+            modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
+        if (quick)
+            modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
+        modes[nmodes++] = kModeAny;
+        /* the first path that applies and has a kernel for this size,
+         * layout and mode: separable integer with binomial columns, with
+         * columns of ones (those two in range only), with any column; DP4A,
+         * DP2A, float */
+        const bool paths[6] = {have_factors && conv2d_binomial_column(column, mh),
+                               have_factors && conv2d_ones(column, mh), have_factors,
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
                                integer, true};
-        const int dps[4] = {kSeparable4, 1, 2, 0};
+        const int dps[6] = {kBinomial4, kBox4, kSeparable4, 1, 2, 0};
         pl->v = NULL;
-        for (int i = 0; i < 4 && !pl->v; i++) {
-            if (!paths[i])
-                continue;
-            pl->v = quick ? conv2d_find(4, C, CF, K, mw, dps[i], zero, true) : NULL;
-            if (!pl->v)
-                pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero);
-        }
+        for (int i = 0; i < 6 && !pl->v; i++)
+            for (int m = 0; m < nmodes && paths[i] && !pl->v; m++)
+                pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
@@ -2558,7 +2694,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
         prescale = conv2d_prescalable(p, K, mw * mh, inv);
-        pl->nw = pl->v->ws == kSeparable4 ? conv2d_pack_separable(row, column, mw, pl->w)
+        pl->nw = conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
                                           : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
@@ -2586,9 +2722,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         for (int k = 0; k < K; k++)
             offsets = offsets || p->offset[k] != 0.0f;
         h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
-    } else if (version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
-               p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) {
-        h.mode = MODE_DIV_ODD;  /* box3: one FFMA per output instead of a division */
+    } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
+                p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
+               (version == 4 && pl->v->ws == kBox4)) {
+        h.mode = MODE_DIV_ODD;  /* box3, box5..9: one FFMA per output instead of a division */
     }
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
@@ -2631,7 +2768,9 @@ extern "C" int conv2d_supports(int version, const conv2d_launch *p)
 extern "C" int conv2d_direct_integer(const conv2d_launch *p)
 {
     conv2d_plan pl;
-    return conv2d_make_plan(4, p, &pl, false) ? pl.v->ws : 0;
+    if (!conv2d_make_plan(4, p, &pl, false))
+        return 0;
+    return conv2d_separable4(pl.v->ws) ? CONV2D_SEPARABLE_INTEGER : pl.v->ws;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
@@ -2669,7 +2808,7 @@ extern "C" const void *conv2d_kernel_entry(int version, int channels)
     if (version >= 2) {
         const conv2d_variant *v = channels >= 1 && channels <= 4
                                       ? conv2d_find(version, channels, channels, 1,
-                                                    version == 4 ? 3 : 0, false)
+                                                    version == 4 ? 3 : 0, 0)
                                       : NULL;
         return v ? v->entry : NULL;
     }

@@ -80,9 +80,10 @@ const char *conv2d_version_name(int version);
 int conv2d_supports(int version, const conv2d_launch *p);
 /* Which integer path version 4 runs this launch on (1 or 4 channels; see
  * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
- * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 and 7x7 masks
- * that factor as an integer column times a row of -128..127; 0 for its
- * float path or a launch it cannot run. */
+ * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5, 7x7 and 9x9
+ * masks that factor as an integer column times a row of -128..127 (its
+ * binomial and box kernels included); 0 for its float path or a launch it
+ * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3 };
 int conv2d_direct_integer(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a

@@ -2,6 +2,7 @@
 scipy.ndimage correlation, numpy rint, clip). With --backend cuda every result
 is also compared with the same binary's --backend cpu output."""
 
+import math
 import re
 import zlib
 
@@ -485,12 +486,17 @@ def direct_runs(mask_name, channels):
 
 
 def direct_rows(mask_name, channels):
+    """Output rows per thread of the direct version for a built-in mask."""
+    size = 3 if mask_name in GRADIENT_PAIRS else load_mask(mask_name).matrices[0].weights.shape[0]
+    return direct_rows_of(size, channels, mask_name in GRADIENT_PAIRS)
+
+
+def direct_rows_of(size, channels, pair=False):
     """Output rows per thread of the direct version: 32 from 9x9 on, 16 for
     RGBA 5x5, 7x7 and gradient pairs, else 8."""
-    size = 3 if mask_name in GRADIENT_PAIRS else load_mask(mask_name).matrices[0].weights.shape[0]
     if size > 7:
         return 32
-    return 16 if channels == 4 and (size >= 5 or mask_name in GRADIENT_PAIRS) else 8
+    return 16 if channels == 4 and (size >= 5 or pair) else 8
 
 
 def refused(kernel, tile, mask_name, channels=4):
@@ -630,12 +636,25 @@ def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, bo
         assert_equal_image(got, ref, f"cuda direct {weights} vs cpu")
 
 
-# version 4's separable integer path: 5x5 and 7x7 masks that factor as a
-# column of integers times a row of -128..127, sums below 2^22; the others
-# that factor go to its DP4A, DP2A or float paths (row, column, scale, offset)
+# version 4's separable integer path: 5x5, 7x7 and 9x9 masks that factor as
+# a column of integers times a row of -128..127, sums below 2^22; the others
+# that factor go to its DP4A, DP2A or float paths (row, column, scale,
+# offset). Masks whose outputs stay in 0..255 (no negative weight, their sum
+# at most the scale, no offset) have kernels of their own for binomial
+# columns prescaled (5x5, 7x7) and columns of ones over an odd integer (5x5
+# to 9x9); other such masks take the kernels of any column. "binomial" and
+# "ones" stand for those columns, a scale of "sum" for the smallest power
+# of two (binomial) or odd integer (ones) at least the weights' sum.
 DIRECT_SEPARABLE = {
     "byte-row-ends": ([-128, 127, 3, -1, 0], [1, -2, 3, 1, 0], 64, 9),     # separable, prescaled
     "big-column": ([1, 2, -3, 1, 0], [-250, 200, 7, 1, 0], 1000, 0),       # separable, divided
+    "binomial": ([60, 40, 3, 1, 0], "binomial", "sum", 0),                 # binomial cascade
+    "binomial-signed": ([-60, 59, 3, -1, 0], "binomial", 256, 0),          # any column (clamped)
+    "binomial-offset": ([60, 59, 3, 1, 0], "binomial", 256, 7),            # any column
+    "ones": ([127, 90, 3, 1, 0], "ones", "sum", 0),                        # running sum
+    "ones-signed": ([-128, 127, 3, -1, 0], "ones", 45, 0),                 # any column
+    "ones-neg": ([127, 90, 3, 1, 0], "ones", -27, 0),                      # any column
+    "ones-even": ([127, 90, 3, 1, 0], "ones", 50, 0),                      # any column, divided
     "row-past-a-byte": ([200, -1, 3, 1, 0], [1, 2, 1, 0, 3], 256, 0),      # DP2A (7x7) or float
     "sums-past-2^22": ([127, -128, 100, 90, 1], [3000, -2000, 1, 5, 0], 4096, 0),  # float
     "fractional": ([0.5, 1.5, -0.25, 1, 0], [1, 2, 1, 0, 1], 4, 0),        # float
@@ -653,14 +672,26 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
                                      width):
     row_values, column_values, scale, offset = DIRECT_SEPARABLE[factors]
     row = np.resize(rng.permutation(row_values), size)
-    column = np.resize(rng.permutation(column_values), size)
-    row[0], column[-1] = row_values[0], column_values[0]  # each factor's largest magnitude
+    row[0] = row_values[0]  # the largest magnitude
+    if column_values == "binomial":
+        column = np.array([math.comb(size - 1, i) for i in range(size)])
+    elif column_values == "ones":
+        column = np.ones(size, dtype=int)
+    else:
+        column = np.resize(rng.permutation(column_values), size)
+        column[-1] = column_values[0]
     wt = np.outer(column, row)
+    if scale == "sum":
+        total = int(wt.sum())
+        scale = 1 << (total - 1).bit_length() if column_values == "binomial" else total | 1
     text = format_matrix(wt, scale, offset)
     path = tmp_path / "s.mask"
     path.write_text(text)
     img = random_image(rng, width, 77, channels)
-    integer = factors in ("byte-row-ends", "big-column")  # the separable integer path's masks
+    img[:12, :12] = 255  # the largest sums (255 where the weights' sum is the scale)
+    # the separable integer path's masks: integer factors, a row of bytes, sums below 2^22
+    integer = (factors not in ("row-past-a-byte", "sums-past-2^22", "fractional") and
+               255 * np.abs(wt).sum() < 2**22)
     if size == 9 and not integer and kernel == "direct":  # 9x9: that path only
         assert_direct_refuses(gf, tmp_path, img, path, border)
         return
@@ -736,25 +767,31 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
 # rows of edge blocks. Masks for each path:
 # DP4A prescaled (gaussian3, sharpen), divided by an odd integer (box3) and
 # by another (box3 over 10), with an offset (emboss), a gradient pair
-# (sobel), separable integer (gaussian5, gaussian7, box9), DP4A 15x15
-# (random15), float (fractional).
+# (sobel), separable integer with binomial columns (gaussian5, gaussian7),
+# columns of ones over an odd integer (box5, box9), any column prescaled
+# (sep7) and divided (box9 over 80), DP4A 15x15 (random15), float
+# (fractional).
 DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "box3-div10", "emboss", "sobel", "gaussian5",
-                      "gaussian7", "box9", "random15", "fractional"]
+                      "gaussian7", "box5", "box9", "sep7", "box9-div80", "random15", "fractional"]
+SEP7 = [1, 2, 3, 4, 3, 2, 1]
+STRIP_CUSTOM = {  # weights, scale, offset
+    "box3-div10": (np.ones((3, 3)), 10, None),
+    "fractional": (np.array([[0.5, -1.25, 0.75], [2, 0.125, -1], [1, 0.5, 0.25]]), 2, 3),
+    "sep7": (np.outer(SEP7, SEP7), 256, None),
+    "box9-div80": (np.ones((9, 9)), 80, None),
+}
 
 
 def direct_strip_mask(tmp_path, name):
+    """The mask's path or built-in name, and its size."""
     if name == "random15":
-        return str(REPO / "bench" / "masks" / "random15.mask")
-    if name == "box3-div10":
-        path = tmp_path / "d.mask"
-        path.write_text(format_matrix(np.ones((3, 3)), 10))
-        return str(path)
-    if name == "fractional":
-        path = tmp_path / "f.mask"
-        path.write_text(format_matrix(np.array([[0.5, -1.25, 0.75], [2, 0.125, -1], [1, 0.5, 0.25]]),
-                                      2, 3))
-        return str(path)
-    return name
+        return str(REPO / "bench" / "masks" / "random15.mask"), 15
+    if name in STRIP_CUSTOM:
+        weights, scale, offset = STRIP_CUSTOM[name]
+        path = tmp_path / "strip.mask"
+        path.write_text(format_matrix(weights, scale, offset))
+        return str(path), weights.shape[0]
+    return name, 3 if name in GRADIENT_PAIRS else load_mask(name).matrices[0].weights.shape[0]
 
 
 @pytest.mark.cuda_only
@@ -762,9 +799,8 @@ def direct_strip_mask(tmp_path, name):
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("name", DIRECT_STRIP_MASKS)
 def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
-    mask = direct_strip_mask(tmp_path, name)
-    rows = 32 if name == "random15" else direct_rows(name if name in MASKS else "box3",
-                                                     channels)
+    mask, size = direct_strip_mask(tmp_path, name)
+    rows = direct_rows_of(size, channels, name in GRADIENT_PAIRS)
     tile = f"8x{rows}"
     img = random_image(rng, 208, 325 * rows + 5, channels)  # 26 x 326 tiles
     src = write_png(tmp_path / "in.png", img)
@@ -776,7 +812,7 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     assert launch, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
-    if channels == 4 and name not in ("gaussian5", "gaussian7", "box9", "random15"):  # RGBA 3x3
+    if channels == 4 and size == 3:  # RGBA 3x3
         assert th == rows and per_block == 1 and grid_y == tiles_y, r.describe()
     else:
         assert th == rows and per_block >= 2 and grid_y > -(-tiles_y // per_block), r.describe()
