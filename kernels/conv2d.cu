@@ -2773,6 +2773,22 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     return conv2d_separable4(pl.v->ws) ? CONV2D_SEPARABLE_INTEGER : pl.v->ws;
 }
 
+extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    if (!conv2d_make_plan(4, p, &pl, false))
+        return NULL;
+    const bool in_range = pl.v->mode != kModeAny && (pl.v->mode & kInRange);
+    switch (pl.v->ws) {
+    case CONV2D_DP4A:  return in_range ? "DP4A, no clamp" : "DP4A";
+    case CONV2D_DP2A:  return "DP2A";
+    case kSeparable4:  return "separable integer";
+    case kBinomial4:   return "separable integer, binomial column, no clamp";
+    case kBox4:        return "separable integer, column of ones, no clamp";
+    default:           return "float";
+    }
+}
+
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
 {
     (void)version;

@@ -86,6 +86,11 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3 };
 int conv2d_direct_integer(const conv2d_launch *p);
+/* The arithmetic path the direct version runs this launch on, for -v:
+ * "float", "DP4A", "DP2A", "separable integer", with its binomial-column
+ * or column-of-ones kernel named, and "no clamp" for the kernels of masks
+ * whose outputs stay in 0..255; NULL when it cannot run the launch. */
+const char *conv2d_direct_path(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);

@@ -457,12 +457,14 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
     int per_block;  /* tiles each block walks down */
     conv2d_grid(version, p, &grid_x, &grid_y, &per_block);
     double pixels = (double)p->width * p->height;
+    const char *path = version == GF_CONV_DIRECT ? conv2d_direct_path(p) : NULL;
     fprintf(b->options.log,
-            "gpufilter: conv2d %s %s %dx%d on %dx%dx%d: tile %dx%d, block %d threads, "
+            "gpufilter: conv2d %s %s %dx%d on %dx%dx%d%s%s%s: tile %dx%d, block %d threads, "
             "grid %ux%u, %d tile%s per block, occupancy %.0f%% (%d blocks/SM), shared %zu B, "
             "%.3f ms (%.1f Gpx/s) on %s (device %d)\n",
             conv2d_version_name(version), mask->name, mask->width, mask->height, p->width,
-            p->height, p->channels, p->tile_width, p->tile_height,
+            p->height, p->channels, path ? " (" : "", path ? path : "", path ? ")" : "",
+            p->tile_width, p->tile_height,
             conv2d_block_threads(version, p), grid_x, grid_y, per_block, per_block == 1 ? "" : "s",
             100.0 * info.occupancy, info.blocks_per_sm, conv2d_shared_bytes(version, p),
             ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name, b->options.device);

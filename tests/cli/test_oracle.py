@@ -774,6 +774,14 @@ def test_cuda_direct_15x15(gf, rng, tmp_path, kind, channels, border, kernel, wi
 DIRECT_STRIP_MASKS = ["gaussian3", "sharpen", "box3", "box3-div10", "emboss", "sobel", "gaussian5",
                       "gaussian7", "box5", "box9", "sep7", "box9-div80", "random15", "fractional"]
 SEP7 = [1, 2, 3, 4, 3, 2, 1]
+# the arithmetic path -v names for each ("no clamp": outputs in 0..255)
+BINOMIAL_PATH = "separable integer, binomial column, no clamp"
+ONES_PATH = "separable integer, column of ones, no clamp"
+STRIP_PATHS = {"gaussian3": "DP4A, no clamp", "sharpen": "DP4A", "box3": "DP4A, no clamp",
+               "box3-div10": "DP4A", "emboss": "DP4A", "sobel": "DP4A", "gaussian5": BINOMIAL_PATH,
+               "gaussian7": BINOMIAL_PATH, "box5": ONES_PATH, "box9": ONES_PATH,
+               "sep7": "separable integer", "box9-div80": "separable integer", "random15": "DP4A",
+               "fractional": "float"}
 STRIP_CUSTOM = {  # weights, scale, offset
     "box3-div10": (np.ones((3, 3)), 10, None),
     "fractional": (np.array([[0.5, -1.25, 0.75], [2, 0.125, -1], [1, 0.5, 0.25]]), 2, 3),
@@ -810,6 +818,7 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     launch = re.search(r"tile (\d+)x(\d+), block \d+ threads, grid (\d+)x(\d+), (\d+) tiles? per "
                        r"block", r.err)
     assert launch, r.describe()
+    assert f"x{channels} ({STRIP_PATHS[name]}): tile" in r.err, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
     if channels == 4 and size == 3:  # RGBA 3x3
