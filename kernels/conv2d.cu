@@ -135,7 +135,16 @@
  *               gaussian7 0.393 -> 0.362 ms (half the copy rate), box5
  *               0.53 -> 0.31, box9 0.84 -> 0.62, gaussian3 0.222 ->
  *               0.212; gray box9 0.197 -> 0.137, gaussian3 0.067 ->
- *               0.066, box3 0.071 -> 0.066.
+ *               0.066, box3 0.071 -> 0.066. Ninth round: the Sobel,
+ *               Prewitt and Scharr pairs on RGBA in 16-bit lanes (two
+ *               channels per integer instruction: row passes right -
+ *               left and p (left + right) + w centre, column passes the
+ *               same; ~60 instructions a pixel instead of 140), MUFU.SQRT
+ *               alone where the sums of squares are integers, alpha
+ *               merged from the centre row's words in registers: RGBA
+ *               sobel 0.386 -> 0.269 ms (48% -> 69% of the copy rate),
+ *               prewitt 0.384 -> 0.262, scharr 0.384 -> 0.320; the
+ *               tool's sobel with alpha copied 0.330 -> 0.253.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -168,6 +177,12 @@
  *     sobel    36 FFMA (zero taps skipped) + 3 LDS + 17 + 36 (two squares,
  *              MUFU.RSQ and a Newton step per channel) = ~95: ~320 Gpx/s
  *              issue-bound, expect ~280-300 (60% of copy).
+ *     version 4's sobel in 16-bit lanes, RGBA, per pixel: ~3 splitting
+ *              words into lanes + 12 row and column passes (6 per lane
+ *              pair) + 4 x 9 finishing (2 PRMT + 2 FADD to floats, FMUL,
+ *              FFMA, FMNMX, MUFU.SQRT, FADD) + ~3 packing + ~3 fetch =
+ *              ~57 (the DP4A pair: 140, ncu): issue no longer the bound;
+ *              at 16 warps an SM (103-114 registers) latency is.
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -529,12 +544,20 @@ __device__ __forceinline__ float conv2d_div(float a, float s, float r)
  * and leaves the byte in the low 8 bits, so no F2I is needed. NaN clamps
  * to 0, as fmaxf(rintf(NaN), 0) does.
  *
- * The magnitude clamps the sum of squares to [2^-60, 255^2] before the
- * square root instead of clamping after it: the same byte (sqrt is
- * monotonic, sqrt(255^2) = 255, anything below 2^-30 rounds to 0), and in
- * that range sqrt.rn is exactly its fast path, written out here: MUFU.RSQ
- * and one Newton step (nvcc's own sequence for normal inputs), without the
- * range test and branch to the slow path. */
+ * The magnitude (conv2d_magnitude, given the sum of squares) clamps the sum
+ * to [2^-60, 255^2] before the square root instead of clamping after it:
+ * the same byte (sqrt is monotonic, sqrt(255^2) = 255, anything below
+ * 2^-30 rounds to 0), and in that range sqrt.rn is exactly its fast path,
+ * written out here: MUFU.RSQ and one Newton step (nvcc's own sequence for
+ * normal inputs), without the range test and branch to the slow path. */
+__device__ __forceinline__ float conv2d_magnitude(float v)
+{
+    v = fminf(fmaxf(v, 0x1p-60f), 65025.0f);
+    const float y = conv2d_rsqrt_approx(v);
+    const float s = __fmul_rn(v, y), half = __fmul_rn(y, 0.5f);
+    return __fadd_rn(__fmaf_rn(__fmaf_rn(-s, s, v), half, s), kMagic);
+}
+
 template <int MODE, int COMB, int K>
 __device__ __forceinline__ float conv2d_value(const float (&acc)[K], const fast_header &h)
 {
@@ -555,12 +578,8 @@ __device__ __forceinline__ float conv2d_value(const float (&acc)[K], const fast_
         else
             v = k == 0 ? r : __fadd_rn(v, r);
     }
-    if (COMB == COMB_MAG) {
-        v = fminf(fmaxf(v, 0x1p-60f), 65025.0f);
-        const float y = conv2d_rsqrt_approx(v);
-        const float s = __fmul_rn(v, y), half = __fmul_rn(y, 0.5f);
-        return __fadd_rn(__fmaf_rn(__fmaf_rn(-s, s, v), half, s), kMagic);
-    }
+    if (COMB == COMB_MAG)
+        return conv2d_magnitude(v);
     return __fadd_rn(fminf(fmaxf(v, 0.0f), 255.0f), kMagic);
 }
 
@@ -717,6 +736,18 @@ __device__ __forceinline__ void conv2d_pack_words(const float (&fv)[Q][CF], unsi
         w[k] = conv2d_pack(byte_of(4 * k), byte_of(4 * k + 1), byte_of(4 * k + 2), byte_of(4 * k + 3));
 }
 
+/* Word k of a run of pixels from 'result' (the filtered channels, packed)
+ * and 'source' (the same word of the input: the channels copied, alpha):
+ * one PRMT with a compile-time selector. */
+template <int C, int CF>
+__device__ __forceinline__ unsigned conv2d_merge(unsigned result, unsigned source, int k)
+{
+    unsigned sel = 0;
+    for (int j = 0; j < 4; j++)
+        sel |= (unsigned)((4 * k + j) % C < CF ? j : 4 + j) << (4 * j);
+    return __byte_perm(result, source, sel);
+}
+
 /* Write the Q pixels x..x+Q-1 of row y: their filtered channels from
  * conv2d_value (fv[q][c], c < CF), the others copied from src. Whole runs
  * inside the image go out as 16-, 8- or 4-byte stores (whichever the address
@@ -725,7 +756,7 @@ __device__ __forceinline__ void conv2d_pack_words(const float (&fv)[Q][CF], unsi
  * values go byte by byte. */
 template <int C, int CF, int Q>
 __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
-                                             const float (&fv)[Q][CF])
+                                             const float (&fv)[Q][CF], const unsigned *given = nullptr)
 {
     constexpr int NB = Q * C, NW = NB / 4;
     static_assert(NB % 4 == 0, "runs of whole words");
@@ -734,13 +765,8 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
         unsigned w[NW];
         conv2d_pack_words<C, CF, Q>(fv, w);
         constexpr bool copy = CF < C;
-        /* PRMT selector merging word k: filtered bytes from the result, the
-         * others (alpha) from the source word; compile-time */
-        auto merge = [&](unsigned result, unsigned source, int k) {
-            unsigned sel = 0;
-            for (int j = 0; j < 4; j++)
-                sel |= (unsigned)((4 * k + j) % C < CF ? j : 4 + j) << (4 * j);
-            return __byte_perm(result, source, sel);
+        auto merge = [](unsigned result, unsigned source, int k) {
+            return conv2d_merge<C, CF>(result, source, k);
         };
         if (NB % 16 == 0 && (o & 15) == 0) {
 #pragma unroll
@@ -751,7 +777,8 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
                 t.z = w[k + 2];
                 t.w = w[k + 3];
                 if (copy) {
-                    const uint4 v = *reinterpret_cast<const uint4 *>(h.src + o + 4 * k);
+                    const uint4 v = given ? make_uint4(given[k], given[k + 1], given[k + 2], given[k + 3])
+                                          : *reinterpret_cast<const uint4 *>(h.src + o + 4 * k);
                     t.x = merge(t.x, v.x, k);
                     t.y = merge(t.y, v.y, k + 1);
                     t.z = merge(t.z, v.z, k + 2);
@@ -766,7 +793,8 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
                 t.x = w[k];
                 t.y = w[k + 1];
                 if (copy) {
-                    const uint2 v = *reinterpret_cast<const uint2 *>(h.src + o + 4 * k);
+                    const uint2 v = given ? make_uint2(given[k], given[k + 1])
+                                          : *reinterpret_cast<const uint2 *>(h.src + o + 4 * k);
                     t.x = merge(t.x, v.x, k);
                     t.y = merge(t.y, v.y, k + 1);
                 }
@@ -777,7 +805,7 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
             for (int k = 0; k < NW; k++) {
                 unsigned t = w[k];
                 if (copy)
-                    t = merge(t, *reinterpret_cast<const unsigned *>(h.src + o + 4 * k), k);
+                    t = merge(t, given ? given[k] : *reinterpret_cast<const unsigned *>(h.src + o + 4 * k), k);
                 *reinterpret_cast<unsigned *>(h.dst + o + 4 * k) = t;
             }
         }
@@ -798,14 +826,21 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
 
 /* conv2d_store's aligned case for a thread's Q pixels of all C channels:
  * NB = Q * C bytes (4, 8 or 16) at 'o', which the caller knows to be
- * NB-byte aligned. */
+ * NB-byte aligned; the channels past CF from 'given', the input's words of
+ * those pixels (the caller's registers). */
 template <int C, int CF, int Q>
-__device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float (&fv)[Q][CF])
+__device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float (&fv)[Q][CF],
+                                                  const unsigned *given = nullptr)
 {
     constexpr int NB = Q * C, NW = NB / 4;
-    static_assert(CF == C && (NB == 4 || NB == 8 || NB == 16), "whole words of all channels");
+    static_assert(NB == 4 || NB == 8 || NB == 16, "whole words");
     unsigned w[NW];
     conv2d_pack_words<C, CF, Q>(fv, w);
+    if constexpr (CF < C) {
+#pragma unroll
+        for (int k = 0; k < NW; k++)
+            w[k] = conv2d_merge<C, CF>(w[k], given[k], k);
+    }
     if constexpr (NB == 16)
         *reinterpret_cast<uint4 *>(o) = make_uint4(w[0], w[1], w[2], w[3]);
     else if constexpr (NB == 8)
@@ -1424,7 +1459,7 @@ constexpr int kSeparable4 = CONV2D_SEPARABLE_INTEGER;
 constexpr int kBinomial4 = CONV2D_SEPARABLE_INTEGER + 1, kBox4 = CONV2D_SEPARABLE_INTEGER + 2;
 __host__ __device__ constexpr bool conv2d_separable4(int dp)
 {
-    return dp >= kSeparable4;
+    return dp >= kSeparable4 && dp <= kBox4;
 }
 static_assert(CONV2D_DP4A == 1 && CONV2D_DP2A == 2, "the DP template argument");
 
@@ -1526,6 +1561,122 @@ __device__ __forceinline__ void conv2d_windows4(const unsigned (&w)[row4<C, Q, M
     }
 }
 
+/* ---- version 4, 3x3 gradient pairs in 16-bit lanes --------------------------
+ * The Sobel, Prewitt and Scharr pairs on RGBA. Their x gradient is a column
+ * u = (p, w, p) times the row (-1, 0, 1), their y gradient the transpose,
+ * so both come from two row passes of each input row, d = right - left and
+ * s = p (left + right) + w centre, and two column passes, gx = p (d(r - 2)
+ * + d(r)) + w d(r - 1) and gy = s(r) - s(r - 2). Those are small integers
+ * (|g| <= 16 x 255), so two channels share each 32-bit instruction: a
+ * pixel word splits into R, B and G, A in 16-bit lanes (a LOP3 and a
+ * PRMT), and biases (256 a lane on d, (2p + w) 256 on the gradients) keep
+ * every lane inside 0..65535, so no lane borrows from or carries into the
+ * next and the lanes are the exact gradients plus their bias. The DP4A
+ * pair spends 6 DP4A a channel and input row, after regrouping the bytes
+ * by channel; this spends ~6 integer instructions per two channels. Each
+ * gradient reaches a float with a PRMT (2^23 + the lane) and one exact
+ * FADD or FFMA, then version 1's finishing: the same bytes.
+ *
+ * kGradient4 + i is the kind kGradients4[i]. With 'integer_sqrt' the
+ * kernel takes matrices of scale 1 only, whose sum of squares n is an
+ * integer: sqrt(n) lies at least 0.25 / (2 x 255.5) ~ 4.9e-4 from any
+ * half-integer below 255.5 (n - (k + 1/2)^2 is at least 1/4 away from 0),
+ * far beyond sqrt.approx's error there (a few ulp of 255, 1.5e-5 each), so
+ * MUFU.SQRT alone rounds to the same byte as sqrt.rn (3 instructions
+ * instead of 8; test_cuda_direct_gradient_lanes runs every pair of
+ * gradients of 0..255). Scharr's scale (4) makes ties possible (n / 16 =
+ * 6.25: 2.5), so its kernel keeps conv2d_magnitude. */
+struct conv2d_gradient_kind {
+    int p, w;           /* the column u = (p, w, p) */
+    bool integer_sqrt;  /* scale 1 only: MUFU.SQRT */
+};
+constexpr conv2d_gradient_kind kGradients4[] = {{1, 2, true},     /* Sobel */
+                                                {1, 1, true},     /* Prewitt */
+                                                {3, 10, false}};  /* Scharr */
+constexpr int kGradient4 = kBox4 + 1, kGradientKinds4 = 3;
+__host__ __device__ constexpr bool conv2d_gradient4(int dp)
+{
+    return dp >= kGradient4;
+}
+
+/* A thread's row passes of the last two input rows, per output and lane
+ * pair (0: R, B; 1: G, A): d and s of rows r - 1 and r - 2. */
+template <int Q> struct conv2d_lanes4 {
+    unsigned d1[Q][2], d2[Q][2], s1[Q][2], s2[Q][2];
+    unsigned own[Q];  /* row r - 1's words of the thread's own pixels (its alpha) */
+};
+
+/* sqrt.approx (MUFU.SQRT) */
+__device__ __forceinline__ float conv2d_sqrt_approx(float v)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+    return y;
+#else
+    return sqrtf(v);
+#endif
+}
+
+/* Input row r (the RGBA words of pixels x - 1 .. x + Q) into the lanes:
+ * gx and gy of output row r - 1, each lane its gradient + kBias. */
+template <int G, int Q>
+__device__ __forceinline__ void conv2d_gradient_row4(const unsigned (&px)[Q + 2], conv2d_lanes4<Q> &st,
+                                                     unsigned (&gx)[Q][2], unsigned (&gy)[Q][2])
+{
+    constexpr unsigned P = kGradients4[G].p, W = kGradients4[G].w, kLane = 0x00010001u;
+    constexpr unsigned kBias = (2 * P + W) * 256u * kLane;
+    unsigned lane[Q + 2][2];
+#pragma unroll
+    for (int j = 0; j < Q + 2; j++) {
+        lane[j][0] = px[j] & 0x00FF00FFu;
+        lane[j][1] = __byte_perm(px[j], 0u, 0x4341u);  /* (px >> 8) & 0x00FF00FF */
+    }
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int l = 0; l < 2; l++) {
+            const unsigned a = lane[q][l], b = lane[q + 1][l], c = lane[q + 2][l];
+            const unsigned d = c - a + 256u * kLane, s = P * (a + c) + W * b;
+            gx[q][l] = P * (d + st.d2[q][l]) + W * st.d1[q][l];
+            gy[q][l] = s - st.s2[q][l] + kBias;
+            st.d2[q][l] = st.d1[q][l];
+            st.d1[q][l] = d;
+            st.s2[q][l] = st.s1[q][l];
+            st.s1[q][l] = s;
+        }
+}
+
+/* The thread's Q outputs of a row from its gradients' lanes, as
+ * conv2d_value returns them: the magnitude of (gx / scale0, gy / scale1)
+ * per channel. Channel c is lane c / 2 of pair c % 2. */
+template <int CF, int Q, int G>
+__device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][2], const unsigned (&gy)[Q][2],
+                                                        const float (&mul)[2], float (&fv)[Q][CF])
+{
+    constexpr float kBase = kMagic + (float)((2 * kGradients4[G].p + kGradients4[G].w) * 256);
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            const unsigned sel = c / 2 ? 0x7432u : 0x7410u;  /* 2^23 + the lane */
+            const float lx = __uint_as_float(__byte_perm(gx[q][c % 2], 0x4B000000u, sel));
+            const float ly = __uint_as_float(__byte_perm(gy[q][c % 2], 0x4B000000u, sel));
+            float rx, ry;  /* the responses, exact: (lane - kBase) times a power of two */
+            if constexpr (kGradients4[G].integer_sqrt) {
+                rx = __fadd_rn(lx, -kBase);
+                ry = __fadd_rn(ly, -kBase);
+            } else {
+                rx = __fmaf_rn(lx, mul[0], -kBase * mul[0]);
+                ry = __fmaf_rn(ly, mul[1], -kBase * mul[1]);
+            }
+            const float v = __fmaf_rn(ry, ry, __fmul_rn(rx, rx));  /* conv2d_value's order */
+            fv[q][c] = kGradients4[G].integer_sqrt
+                           ? __fadd_rn(conv2d_sqrt_approx(fminf(v, 65025.0f)), kMagic)
+                           : conv2d_magnitude(v);
+        }
+}
+
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
 constexpr int kModeAny = -1;
 
@@ -1581,7 +1732,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     /* the strip: 'fast' a constant where the kernel keeps two copies of
      * its loop (the gray 3x3 gradient pairs: the fast path's copy has no
      * branch around the gathers; 7% on gray sobel, where RGBA sobel lost
-     * 2% and gray box3 spilled) */
+     * 2%, in lanes 4%, and gray box3 spilled) */
     auto strip = [&](auto fast_v) {
         const bool fast = fast_v;
         auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
@@ -1613,12 +1764,18 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
          * kernels of one quick mode each) */
         constexpr bool cascade = DP == kBinomial4 || DP == kBox4;
         static_assert((!cascade && !IN_RANGE) || quick, "quick outputs only");
+        /* the gradient pairs in lanes: their own row passes and outputs */
+        constexpr bool gradient = conv2d_gradient4(DP);
+        static_assert(!gradient || (C == 4 && K == 2 && M == 3 && MODE == MODE_PRESCALED_NO_OFFSET),
+                      "RGBA 3x3 gradient pairs, prescaled without offsets");
+        [[maybe_unused]] conv2d_lanes4<Q> lanes = {};
         /* those outputs' rows, when every channel is computed and the row's
          * bytes are aligned (fast: the rows' length; h.vec: both buffers):
          * one store at a running pointer, no address arithmetic or alignment
-         * test per row */
-        constexpr bool kWide = quick && CF == C && (Q * C == 4 || Q * C == 8 || Q * C == 16);
-        /* both unread where kWide is false (the float path, gradient pairs) */
+         * test per row; the same for the lanes kernels, whose copied channels
+         * come from registers */
+        constexpr bool kWide = ((quick && CF == C) || gradient) && (Q * C == 4 || Q * C == 8 || Q * C == 16);
+        /* both unread where kWide is false (the float path, the DP4A gradient pairs) */
         [[maybe_unused]] const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
         [[maybe_unused]] unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
         float mul[K], sub[K], top[K];
@@ -1646,7 +1803,25 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 conv2d_copy_wait<kSlots4<M> - 1>();  /* row r's group is in */
                 conv2d_read4<C, Q, M>(ring, r % kSlots4<M>, mine);
             }
-            if constexpr (DP) {
+            if constexpr (gradient) {
+                if (!fast)
+                    conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
+                unsigned gx[Q][2], gy[Q][2];
+                conv2d_gradient_row4<DP - kGradient4, Q>(mine, lanes, gx, gy);
+                if (r >= M - 1) {  /* output row r - 1 of the image's rows y0 - 1 .. */
+                    float fv[Q][CF];
+                    conv2d_gradient_finish4<CF, Q, DP - kGradient4>(gx, gy, mul, fv);
+                    /* alpha from the centre row's words, still in registers */
+                    if (wide)
+                        conv2d_store_wide<C, CF, Q>(out, fv, lanes.own);
+                    else
+                        conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv, lanes.own);
+                    out += row_bytes;
+                }
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+                    lanes.own[q] = mine[R::SW + q];
+            } else if constexpr (DP) {
                 if (!fast)
                     conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
                 constexpr int WW = dp4<M>::WW;
@@ -1805,7 +1980,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 if (j >= 0)
                     finish(y0 + j, acc[M - 1]);
             }
-            if constexpr (!cascade) {  /* (the cascades move their own) */
+            if constexpr (!cascade && !gradient) {  /* (the cascades and lanes move their own) */
 #pragma unroll
                 for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
 #pragma unroll
@@ -1861,6 +2036,8 @@ constexpr int conv2d_min_blocks4()
 {
     if (DP && M == 3 && K == 1 && C == 4 && CF == 3)
         return 3;  /* fits 80 without spilling; RGBA with alpha filtered would not */
+    if (conv2d_gradient4(DP))
+        return 2;  /* 102-118 registers; at 80 they spilled 60-130 bytes and ran 15% slower */
     return M == 3 && ((K == 1 && C <= 2) || (K == 2 && C == 4 && CF == 3)) ? 3 : 2;
 }
 
@@ -2076,6 +2253,9 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 #define CONV2D_V4R(C, CF, M, Q, DP_GAUSSIAN, DP_BOX)                                           \
     CONV2D_V4X(C, CF, 1, M, Q, 0u, DP_GAUSSIAN, MODE_PRESCALED_NO_OFFSET + kInRange),         \
     CONV2D_V4X(C, CF, 1, M, Q, 0u, DP_BOX, MODE_DIV_ODD + kInRange)
+/* a gradient pair of kind kGradients4[G] in 16-bit lanes, 4 pixels a thread */
+#define CONV2D_V4G(C, CF, G)                                                                  \
+    CONV2D_V4X(C, CF, 2, 3, 4, CONV2D_GRADIENT_ZEROS, kGradient4 + G, MODE_PRESCALED_NO_OFFSET)
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
     CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
@@ -2118,6 +2298,9 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(1, 1, 1, 9, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 3, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
+    CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
+    CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),
     /* 15x15 of integer weights of -128..127 (sums below 2^22), gray and
      * RGBA: DP4A */
     CONV2D_V4M(1, 1, 1, 15, 4, 0u, 1), CONV2D_V4M(4, 3, 1, 15, 1, 0u, 1),
@@ -2272,6 +2455,35 @@ bool conv2d_ones(const float *column, int m)
         if (column[i] != 1.0f)
             return false;
     return true;
+}
+
+/* The kind of kGradients4 a 3x3 pair on RGBA is, or -1: matrix 0 is
+ * +-(u (-1, 0, 1)), the column u = (p, w, p) times the row, matrix 1 the
+ * transpose (the magnitude squares the signs away), both without offsets,
+ * of scale 1 for the integer_sqrt kinds, else of scales that are powers
+ * of two. */
+int conv2d_gradient_kind(const conv2d_launch *p, int C, int K, int mw, int mh)
+{
+    if (C != 4 || K != 2 || mw != 3 || mh != 3 || p->combine != GF_COMBINE_MAGNITUDE ||
+        p->offset[0] != 0.0f || p->offset[1] != 0.0f)
+        return -1;
+    const float *w = p->host_weights;
+    for (int g = 0; g < kGradientKinds4; g++) {
+        const float u[3] = {(float)kGradients4[g].p, (float)kGradients4[g].w, (float)kGradients4[g].p};
+        const float v[3] = {-1.0f, 0.0f, 1.0f};
+        const float sx = w[2] / u[0], sy = w[15] / u[0];  /* the signs: weights 2 and 15 */
+        bool match = (sx == 1.0f || sx == -1.0f) && (sy == 1.0f || sy == -1.0f);
+        for (int i = 0; i < 3 && match; i++)
+            for (int j = 0; j < 3 && match; j++)
+                match = w[i * 3 + j] == sx * u[i] * v[j] && w[9 + i * 3 + j] == sy * v[i] * u[j];
+        if (!match)
+            continue;
+        const bool scales = kGradients4[g].integer_sqrt
+                                ? p->scale[0] == 1.0f && p->scale[1] == 1.0f
+                                : conv2d_power_of_two(p->scale[0]) && conv2d_power_of_two(p->scale[1]);
+        return scales ? g : -1;
+    }
+    return -1;
 }
 
 /* Whether a matrix's outputs stay in 0..255 before the clamp (kInRange):
@@ -2595,7 +2807,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
                                integer, true};
         const int dps[6] = {kBinomial4, kBox4, kSeparable4, 1, 2, 0};
-        pl->v = NULL;
+        const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
+        pl->v = gradient < 0 ? NULL
+                             : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
+                                           MODE_PRESCALED_NO_OFFSET);
         for (int i = 0; i < 6 && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++)
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
@@ -2770,7 +2985,9 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     conv2d_plan pl;
     if (!conv2d_make_plan(4, p, &pl, false))
         return 0;
-    return conv2d_separable4(pl.v->ws) ? CONV2D_SEPARABLE_INTEGER : pl.v->ws;
+    return conv2d_separable4(pl.v->ws)  ? CONV2D_SEPARABLE_INTEGER
+           : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
+                                        : pl.v->ws;
 }
 
 extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
@@ -2785,7 +3002,8 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kSeparable4:  return "separable integer";
     case kBinomial4:   return "separable integer, binomial column, no clamp";
     case kBox4:        return "separable integer, column of ones, no clamp";
-    default:           return "float";
+    case 0:            return "float";
+    default:           return "gradient pair, 16-bit lanes";
     }
 }
 

@@ -416,7 +416,8 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
  * (7x7 and larger where the direct one takes its DP4A or DP2A path; never
  * where it takes its separable integer path, for a column of integers
  * times a row of -128..127), and the register-blocked one for the
- * gradient pairs (unless the direct one takes its DP4A path); otherwise
+ * gradient pairs (unless the direct one takes an integer path: DP4A, or
+ * 16-bit lanes for the Sobel, Prewitt and Scharr pairs on RGBA); otherwise
  * the direct one where it runs (3x3, 5x5 and 7x7 masks of one matrix, 9x9
  * of that separable integer kind and 15x15 of integer weights of
  * -128..127 on gray and RGBA, 3x3 gradient pairs), else the separable one

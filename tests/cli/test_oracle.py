@@ -777,6 +777,7 @@ SEP7 = [1, 2, 3, 4, 3, 2, 1]
 # the arithmetic path -v names for each ("no clamp": outputs in 0..255)
 BINOMIAL_PATH = "separable integer, binomial column, no clamp"
 ONES_PATH = "separable integer, column of ones, no clamp"
+LANES_PATH = "gradient pair, 16-bit lanes"
 STRIP_PATHS = {"gaussian3": "DP4A, no clamp", "sharpen": "DP4A", "box3": "DP4A, no clamp",
                "box3-div10": "DP4A", "emboss": "DP4A", "sobel": "DP4A", "gaussian5": BINOMIAL_PATH,
                "gaussian7": BINOMIAL_PATH, "box5": ONES_PATH, "box9": ONES_PATH,
@@ -818,7 +819,8 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     launch = re.search(r"tile (\d+)x(\d+), block \d+ threads, grid (\d+)x(\d+), (\d+) tiles? per "
                        r"block", r.err)
     assert launch, r.describe()
-    assert f"x{channels} ({STRIP_PATHS[name]}): tile" in r.err, r.describe()
+    path = LANES_PATH if name == "sobel" and channels == 4 else STRIP_PATHS[name]
+    assert f"x{channels} ({path}): tile" in r.err, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
     if channels == 4 and size == 3:  # RGBA 3x3
@@ -831,6 +833,73 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
         assert_close(got, ref, what=f"cuda direct {name} vs cpu")
     else:  # exact integer sums: the CPU's bytes
         assert_equal_image(got, ref, f"cuda direct {name} in strips vs cpu")
+
+
+# the direct version's gradient pairs on RGBA in 16-bit lanes: an x gradient
+# u (-1, 0, 1), either sign, and its transpose, u = (1, 2, 1) (Sobel) or
+# (1, 1, 1) (Prewitt) over 1, finished with MUFU.SQRT, and (3, 10, 3)
+# (Scharr) over a power of two, finished with sqrt.rn's steps (ties: over
+# 4, 6.25 is 2.5^2). Each mask: its text (None: built-in) and whether it
+# takes the lanes (else the DP4A pair), which -v names.
+def gradient_pair(sx, sy, u, scale, offset=0):
+    gx = sx * np.outer(u, [-1, 0, 1])
+    gy = sy * np.outer([-1, 0, 1], u)
+    return "combine magnitude\n" + format_matrix(gx, scale, offset) + format_matrix(gy, scale, offset)
+
+
+GRADIENT_LANES = {
+    "sobel": (None, True),
+    "prewitt": (None, True),
+    "scharr": (None, True),
+    "sobel-negated": (gradient_pair(-1, -1, [1, 2, 1], 1), True),
+    "scharr-over-1": (gradient_pair(1, -1, [3, 10, 3], 1), True),  # sums of squares past 2^24
+    "scharr-over-32": (gradient_pair(1, 1, [3, 10, 3], 32), True),
+    "sobel-over-2": (gradient_pair(1, 1, [1, 2, 1], 2), False),     # MUFU.SQRT: scale 1 only
+    "prewitt-offset": (gradient_pair(1, 1, [1, 1, 1], 1, offset=3), False),
+    "other-column": (gradient_pair(1, 1, [1, 3, 1], 1), False),
+}
+
+
+def gradient_blocks(rng):
+    """An RGBA image of 3x3 blocks, each channel of a block zero but for
+    three pixels: right r, bottom b and bottom-right e, for every r, b in
+    0..255 and e in 0, 1. The centre's gradients are Prewitt (r + e, b + e),
+    Sobel (2r + e, 2b + e), Scharr (10r + 3e, 10b + 3e): for Prewitt every
+    pair of 0..255, every sum of squares that MUFU.SQRT finishes below the
+    clamp; for Sobel every pair that it can produce (gx + gy is even)."""
+    r, b, e = np.meshgrid(np.arange(256), np.arange(256), np.arange(2), indexing="ij")
+    triples = np.stack([r.ravel(), b.ravel(), e.ravel()], axis=1)
+    triples = triples[rng.permutation(len(triples))]
+    side = math.isqrt(-(-len(triples) // 4) - 1) + 1  # blocks a side, 4 channels a block
+    cells = np.zeros((side * side * 4, 3), dtype=np.uint8)
+    cells[:len(triples)] = triples
+    cells = cells.reshape(side, side, 4, 3)
+    img = np.zeros((3 * side, 3 * side, 4), dtype=np.uint8)
+    img[1::3, 2::3] = cells[..., 0]
+    img[2::3, 1::3] = cells[..., 1]
+    img[2::3, 2::3] = cells[..., 2]
+    return img
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("alpha", ["copied", "filtered"])
+@pytest.mark.parametrize("name", list(GRADIENT_LANES))
+def test_cuda_direct_gradient_lanes(gf, rng, tmp_path, name, alpha):
+    text, lanes = GRADIENT_LANES[name]
+    mask = name
+    if text is not None:
+        mask = str(tmp_path / "pair.mask")
+        (tmp_path / "pair.mask").write_text(text)
+    extra = ["--kernel", "direct"] + (["--filter-alpha"] if alpha == "filtered" else [])
+    images = [gradient_blocks(rng), random_image(rng, 203, 77, 4), random_image(rng, 208, 45, 4)]
+    for i, (img, border) in enumerate(zip(images, ["nearest", "constant", "reflect"])):
+        src = write_png(tmp_path / f"in{i}.png", img)
+        out = tmp_path / f"out{i}.png"
+        r = gf.run("--backend", "cuda", "-v", "-m", mask, "-b", border, *extra, src, out).ok()
+        assert (LANES_PATH in r.err) == lanes, r.describe()
+        ref = gf.apply(tmp_path, img, [mask], border, backend="cpu",
+                       extra=extra[2:], tag=f"cpu{i}")
+        assert_equal_image(read_png(out), ref, f"cuda direct {name} ({border}) vs cpu")
 
 
 @pytest.mark.cuda_only
