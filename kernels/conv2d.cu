@@ -144,7 +144,10 @@
  *               merged from the centre row's words in registers: RGBA
  *               sobel 0.386 -> 0.269 ms (48% -> 69% of the copy rate),
  *               prewitt 0.384 -> 0.262, scharr 0.384 -> 0.320; the
- *               tool's sobel with alpha copied 0.330 -> 0.253.
+ *               tool's sobel with alpha copied 0.330 -> 0.253. In strips
+ *               (the halo rows and the first rows' wait paid once a
+ *               strip): sobel 0.27 -> 0.244 ms (76%), the tool's 0.254 ->
+ *               0.230.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -2015,16 +2018,19 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     }
 }
 
-/* Whether a variant of version 4 walks strips (conv2d_strips4): gray, and
- * RGBA from 5x5 on, the layouts measured faster in strips on the H100.
- * Not RGBA 3x3: one matrix is bound by memory rather than by issue (83%
- * of the copy rate with one tile per block, 77% in strips) and, with alpha
- * copied, needs all of its 80 registers (the strip logic made it spill 52
- * bytes); the gradient pair gained 2% in the bench and lost up to 10% in
- * the tool's sweep at the automatic tile. */
-__host__ __device__ constexpr bool conv2d_strips_ok4(int C, int M)
+/* Whether a variant of version 4 walks strips (conv2d_strips4): gray,
+ * RGBA from 5x5 on and the RGBA gradient pairs in lanes (DP: the kernel's
+ * kind), the layouts measured faster in strips on the H100 (the lanes:
+ * 0.27 -> 0.244 ms, their 16 warps an SM no longer waiting at each tile's
+ * first rows). Not RGBA 3x3 of one matrix: it is bound by memory rather
+ * than by issue (83% of the copy rate with one tile per block, 77% in
+ * strips) and, with alpha copied, needs all of its 80 registers (the strip
+ * logic made it spill 52 bytes); nor the DP4A gradient pair, which gained
+ * 2% in the bench and lost up to 10% in the tool's sweep at the automatic
+ * tile. */
+__host__ __device__ constexpr bool conv2d_strips_ok4(int C, int M, int DP)
 {
-    return C == 1 || (C == 4 && M >= 5);
+    return C == 1 || (C == 4 && M >= 5) || conv2d_gradient4(DP);
 }
 
 /* Blocks of kMaxThreads per SM that version 4 asks ptxas for: 3 (at most 80
@@ -2060,7 +2066,7 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
     /* an edge block's thread: one column of threads off the fast path, one
      * tile of rows (the host launches enough of them for one each) */
     int x, y0, steps = 1;
-    if constexpr (!conv2d_strips_ok4(C, M)) {  /* one tile per block */
+    if constexpr (!conv2d_strips_ok4(C, M, DP)) {  /* one tile per block */
         x = (blockIdx.x * blockDim.x + threadIdx.x) * Q;
         y0 = (blockIdx.y * blockDim.y + threadIdx.y) * P;
     } else if (blockIdx.y < h.edge_rows) {
@@ -2729,7 +2735,7 @@ static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long gr
     h.steps = 1;
     h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
     pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
-    if (!conv2d_strips_ok4(C, M) || !h.aligned || right0 < left)
+    if (!conv2d_strips_ok4(C, M, pl->v->ws) || !h.aligned || right0 < left)
         return tiles_y <= 65535;
     const long long resident = conv2d_resident_blocks(*pl, threads);
     if (resident < 1 || grid_x * tiles_y <= resident)
