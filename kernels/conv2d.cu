@@ -185,7 +185,7 @@
  *              pair) + 4 x 9 finishing (2 PRMT + 2 FADD to floats, FMUL,
  *              FFMA, FMNMX, MUFU.SQRT, FADD) + ~3 packing + ~3 fetch =
  *              ~57 (the DP4A pair: 140, ncu): issue no longer the bound;
- *              at 16 warps an SM (103-114 registers) latency is.
+ *              at 16 warps an SM (99-118 registers) latency is.
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -515,15 +515,20 @@ __device__ __forceinline__ unsigned conv2d_pack(float a, float b, float c, float
                        __byte_perm(__float_as_uint(c), __float_as_uint(d), 0x0040u), 0x5410u);
 }
 
-/* rsqrt.approx (MUFU.RSQ), the first step of nvcc's sqrt.rn. */
-__device__ __forceinline__ float conv2d_rsqrt_approx(float v)
+/* MUFU's square roots: rsqrt.approx (MUFU.RSQ, the first step of nvcc's
+ * sqrt.rn) with RECIPROCAL, else sqrt.approx (MUFU.SQRT). */
+template <bool RECIPROCAL>
+__device__ __forceinline__ float conv2d_mufu_sqrt(float v)
 {
 #ifdef __CUDA_ARCH__
     float y;
-    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+    if constexpr (RECIPROCAL)
+        asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+    else
+        asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
     return y;
 #else
-    return 1.0f / sqrtf(v);
+    return RECIPROCAL ? 1.0f / sqrtf(v) : sqrtf(v);
 #endif
 }
 
@@ -556,7 +561,7 @@ __device__ __forceinline__ float conv2d_div(float a, float s, float r)
 __device__ __forceinline__ float conv2d_magnitude(float v)
 {
     v = fminf(fmaxf(v, 0x1p-60f), 65025.0f);
-    const float y = conv2d_rsqrt_approx(v);
+    const float y = conv2d_mufu_sqrt<true>(v);
     const float s = __fmul_rn(v, y), half = __fmul_rn(y, 0.5f);
     return __fadd_rn(__fmaf_rn(__fmaf_rn(-s, s, v), half, s), kMagic);
 }
@@ -1609,18 +1614,6 @@ template <int Q> struct conv2d_lanes4 {
     unsigned own[Q];  /* row r - 1's words of the thread's own pixels (its alpha) */
 };
 
-/* sqrt.approx (MUFU.SQRT) */
-__device__ __forceinline__ float conv2d_sqrt_approx(float v)
-{
-#ifdef __CUDA_ARCH__
-    float y;
-    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
-    return y;
-#else
-    return sqrtf(v);
-#endif
-}
-
 /* Input row r (the RGBA words of pixels x - 1 .. x + Q) into the lanes:
  * gx and gy of output row r - 1, each lane its gradient + kBias. */
 template <int G, int Q>
@@ -1675,7 +1668,7 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
             }
             const float v = __fmaf_rn(ry, ry, __fmul_rn(rx, rx));  /* conv2d_value's order */
             fv[q][c] = kGradients4[G].integer_sqrt
-                           ? __fadd_rn(conv2d_sqrt_approx(fminf(v, 65025.0f)), kMagic)
+                           ? __fadd_rn(conv2d_mufu_sqrt<false>(fminf(v, 65025.0f)), kMagic)
                            : conv2d_magnitude(v);
         }
 }
@@ -2043,7 +2036,7 @@ constexpr int conv2d_min_blocks4()
     if (DP && M == 3 && K == 1 && C == 4 && CF == 3)
         return 3;  /* fits 80 without spilling; RGBA with alpha filtered would not */
     if (conv2d_gradient4(DP))
-        return 2;  /* 102-118 registers; at 80 they spilled 60-130 bytes and ran 15% slower */
+        return 2;  /* 99-118 registers; at 80 they spilled 60-130 bytes and ran 15% slower */
     return M == 3 && ((K == 1 && C <= 2) || (K == 2 && C == 4 && CF == 3)) ? 3 : 2;
 }
 
