@@ -147,7 +147,18 @@
  *               tool's sobel with alpha copied 0.330 -> 0.253. In strips
  *               (the halo rows and the first rows' wait paid once a
  *               strip): sobel 0.27 -> 0.244 ms (76%), the tool's 0.254 ->
- *               0.230.
+ *               0.230. Tenth round: RGBA box masks of ones over an odd
+ *               integer (box9) as running sums in 16-bit lanes, 4 pixels
+ *               a thread: each output row's column sums are the last
+ *               one's plus the entering row's pass minus the leaving
+ *               row's, that row fetched again into a second set of ring
+ *               slots (no delay line of 9 row passes in registers), each
+ *               row pass a running sum along the row; halo copies of 16
+ *               bytes; the edge columns' two rows gathered with every
+ *               load issued before the first is used (one at a time, the
+ *               edge strips had set the time). RGBA box9 0.62 -> 0.265
+ *               ms (30% -> 70% of the copy rate), the tool's 0.58 ->
+ *               0.29.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -186,6 +197,14 @@
  *              FFMA, FMNMX, MUFU.SQRT, FADD) + ~3 packing + ~3 fetch =
  *              ~57 (the DP4A pair: 140, ncu): issue no longer the bound;
  *              at 16 warps an SM (99-118 registers) latency is.
+ *     version 4's box9 as running sums in 16-bit lanes, RGBA, per pixel:
+ *              (12 + 12 splitting words into lanes + 2 x 14 row passes
+ *              (entering and leaving row) + 8 column sums) / 4 + 4 x 3
+ *              finishing (PRMT, FADD, FFMA) + ~3 packing + ~4 fetch (6
+ *              16-byte copies and reads a row for 4 pixels) = ~40 (kBox4:
+ *              one pixel a thread, 9 copies and 32 moves a row, ~110):
+ *              issue is not the bound; ~75% of the copy rate, as sobel's
+ *              lanes reach.
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -1280,14 +1299,17 @@ template <int M> constexpr int kSlots4 = conv2d_slots4(M);
  * of VB bytes (one 16- or 8-byte copy where Q * C allows), then the 2 * SW
  * halo words. Only the thread itself writes and reads its slots, so no
  * barrier is needed: cp.async.wait_group orders its own copies. */
-template <int C, int Q, int M> struct ring4 {
+template <int C, int Q, int M, int S = kSlots4<M>, int HBYTES = 4> struct ring4 {
     using R = row4<C, Q, M>;
     static constexpr int VB = R::OWN == 4 ? 16 : R::OWN == 2 ? 8 : 4, NV = R::OWN * 4 / VB;
+    /* the halo on either side as NH vectors of HB bytes (4: words) */
+    static constexpr int HB = HBYTES, NH = R::SW * 4 / HB;
+    static_assert(NH * HB == R::SW * 4 && HB <= VB, "whole halo vectors, as aligned as the own ones");
     unsigned own0, halo0;  /* shared addresses of this thread's first vector and word */
     unsigned T;            /* the block's threads */
     /* base: the ring's shared address; t: this thread */
     __device__ ring4(unsigned base, unsigned t, unsigned threads)
-        : own0(base + t * VB), halo0(base + kSlots4<M> * R::OWN * 4 * threads + t * 4), T(threads)
+        : own0(base + t * VB), halo0(base + S * R::OWN * 4 * threads + t * HB), T(threads)
     {
     }
     __device__ unsigned own(int slot, int v) const
@@ -1296,7 +1318,7 @@ template <int C, int Q, int M> struct ring4 {
     }
     __device__ unsigned halo(int slot, int k) const
     {
-        return halo0 + (unsigned)(slot * 2 * R::SW + k) * T * 4;
+        return halo0 + (unsigned)(slot * 2 * NH + k) * T * HB;
     }
 };
 
@@ -1353,48 +1375,47 @@ __device__ __forceinline__ void conv2d_copy_wait()
  * as one 16- or 8-byte copy where Q * C allows, else as words; with
  * 'zero', zeros (a constant border's row off the image). Nothing passes
  * through registers, so the ring's depth costs none. */
-template <int C, int Q, int M>
-__device__ __forceinline__ void conv2d_fetch4(const ring4<C, Q, M> &ring, int slot,
-                                              const unsigned char *at, bool zero)
+template <class G>
+__device__ __forceinline__ void conv2d_fetch4(const G &ring, int slot, const unsigned char *at, bool zero)
 {
-    using R = row4<C, Q, M>;
-    using G = ring4<C, Q, M>;
+    using R = typename G::R;
 #pragma unroll
     for (int v = 0; v < G::NV; v++)
         conv2d_copy_async<G::VB>(ring.own(slot, v), at + v * G::VB, zero);
 #pragma unroll
-    for (int s = 0; s < R::SW; s++) {
-        conv2d_copy_async<4>(ring.halo(slot, s), at - 4 * (R::SW - s), zero);
-        conv2d_copy_async<4>(ring.halo(slot, R::SW + s), at + 4 * (R::OWN + s), zero);
+    for (int s = 0; s < G::NH; s++) {
+        conv2d_copy_async<G::HB>(ring.halo(slot, s), at - G::HB * (G::NH - s), zero);
+        conv2d_copy_async<G::HB>(ring.halo(slot, G::NH + s), at + 4 * R::OWN + G::HB * s, zero);
     }
 }
 
-/* A slot's words back into registers, in row order: halo, own, halo. */
-template <int C, int Q, int M>
-__device__ __forceinline__ void conv2d_read4(const ring4<C, Q, M> &ring, int slot,
-                                             unsigned (&w)[row4<C, Q, M>::NWD])
+/* A shared vector of N bytes into the words o[0 .. N / 4 - 1]. */
+template <int N>
+__device__ __forceinline__ void conv2d_lds_words(unsigned *o, unsigned at)
 {
-    using R = row4<C, Q, M>;
-    using G = ring4<C, Q, M>;
+    if constexpr (N == 16)
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3]) : "r"(at) : "memory");
+    else if constexpr (N == 8)
+        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(o[0]), "=r"(o[1]) : "r"(at) : "memory");
+    else
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(o[0]) : "r"(at) : "memory");
+}
+
+/* A slot's words back into registers, in row order: halo, own, halo. */
+template <class G>
+__device__ __forceinline__ void conv2d_read4(const G &ring, int slot, unsigned (&w)[G::R::NWD])
+{
+    using R = typename G::R;
+    constexpr int HW = G::HB / 4;  /* words of a halo vector */
 #pragma unroll
-    for (int s = 0; s < R::SW; s++) {
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w[s]) : "r"(ring.halo(slot, s)) : "memory");
-        asm volatile("ld.shared.u32 %0, [%1];"
-                     : "=r"(w[R::SW + R::OWN + s]) : "r"(ring.halo(slot, R::SW + s)) : "memory");
+    for (int s = 0; s < G::NH; s++) {
+        conv2d_lds_words<G::HB>(&w[s * HW], ring.halo(slot, s));
+        conv2d_lds_words<G::HB>(&w[R::SW + R::OWN + s * HW], ring.halo(slot, G::NH + s));
     }
 #pragma unroll
-    for (int v = 0; v < G::NV; v++) {
-        unsigned *o = &w[R::SW + v * G::VB / 4];
-        if constexpr (G::VB == 16)
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]), "=r"(o[3]) : "r"(ring.own(slot, v))
-                         : "memory");
-        else if constexpr (G::VB == 8)
-            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
-                         : "=r"(o[0]), "=r"(o[1]) : "r"(ring.own(slot, v)) : "memory");
-        else
-            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(o[0]) : "r"(ring.own(slot, v)) : "memory");
-    }
+    for (int v = 0; v < G::NV; v++)
+        conv2d_lds_words<G::VB>(&w[R::SW + v * G::VB / 4], ring.own(slot, v));
 }
 
 /* The Q + M - 1 pixels x - M/2 .. x + Q - 1 + M/2 of input row ym (mapped
@@ -1527,6 +1548,42 @@ __device__ __forceinline__ void conv2d_gather4(const fast_header &h, int ym, int
     }
 }
 
+/* The running sums' rows off the fast path: input row ym[0] and the row
+ * leaving the sums, ym[1], RGBA. The columns are mapped first and every
+ * load (a pixel's word) is issued before the first is used, so that both
+ * rows cost one memory latency: the columns at the image's edges take this
+ * path for every row, and conv2d_gather4 waits for its loads one at a time
+ * (the border's branches between them): two rows of it took 0.37 ms on a
+ * 16x8192 image, as long as the whole of 8192x8192. With a source that is
+ * not 4-byte aligned, the rows one after the other, by conv2d_gather4. */
+template <int Q, int M>
+__device__ __forceinline__ void conv2d_gather_pair4(const fast_header &h, const int (&ym)[2], int x,
+                                                    unsigned (&in)[Q + M - 1], unsigned (&out)[Q + M - 1])
+{
+    constexpr int N = Q + M - 1, RAD = M / 2;  /* word j: pixel x - RAD + j */
+    if (!h.flat) {
+        conv2d_gather4<4, Q, M>(h, ym[0], x, in);
+        conv2d_gather4<4, Q, M>(h, ym[1], x, out);
+        return;
+    }
+    int xi[N];
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        xi[j] = gf_border_index(x - RAD + j, h.width, (gf_border)h.border);
+    const unsigned *row0 = reinterpret_cast<const unsigned *>(h.src) + (size_t)max(ym[0], 0) * h.width;
+    const unsigned *row1 = reinterpret_cast<const unsigned *>(h.src) + (size_t)max(ym[1], 0) * h.width;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        in[j] = __ldg(row0 + max(xi[j], 0));
+        out[j] = __ldg(row1 + max(xi[j], 0));
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++) {  /* the constant border's zeros */
+        in[j] = ym[0] < 0 || xi[j] < 0 ? 0u : in[j];
+        out[j] = ym[1] < 0 || xi[j] < 0 ? 0u : out[j];
+    }
+}
+
 /* The windows of one input row: win[c][q][k] for the CF channels and Q
  * outputs of the thread (gray: C = 1; RGBA: C = 4, where SW = RAD, so word
  * j is pixel x - RAD + j). */
@@ -1604,7 +1661,7 @@ constexpr conv2d_gradient_kind kGradients4[] = {{1, 2, true},     /* Sobel */
 constexpr int kGradient4 = kBox4 + 1, kGradientKinds4 = 3;
 __host__ __device__ constexpr bool conv2d_gradient4(int dp)
 {
-    return dp >= kGradient4;
+    return dp >= kGradient4 && dp < kGradient4 + kGradientKinds4;
 }
 
 /* A thread's row passes of the last two input rows, per output and lane
@@ -1673,6 +1730,95 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
         }
 }
 
+/* ---- version 4, box masks as running sums on RGBA ---------------------------
+ * Masks of ones over an odd integer (box9; the code takes 5x5 to 15x15).
+ * Output row j's column sums are row j - 1's plus the row pass of the input
+ * row that enters the window minus that of the one that leaves it, M rows
+ * up: the leaving row is fetched again (from L1 or L2: the thread fetched
+ * it M steps before) into a second set of slots of the ring, so no delay
+ * line of M row passes is kept (kBox4 keeps one in registers, one RGBA
+ * pixel a thread: 36 registers and 32 moves a step for 9x9). Each row pass
+ * is a running sum along the row too (two instructions an output after the
+ * first), so the work per pixel hardly grows with M. The words split into
+ * 16-bit lanes (R, B and G, A, as kGradient4's) and every sum runs on both
+ * lanes of a word at once: the column sums stay below M^2 x 255 < 2^16
+ * (M <= 15), so whatever borrows pass between the lanes along the way
+ * (differences are negative), the final lanes are the exact sums (addition
+ * mod 2^32 is exact, and each lane's result is in 0..65535). Exact integer
+ * sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
+constexpr int kRunning4 = kGradient4 + kGradientKinds4;
+
+/* The slots of a kernel's ring: kSlots4 for the rows ahead, and as many
+ * again for the rows leaving the running sums. */
+__host__ __device__ constexpr int conv2d_ring_slots4(int M, int DP)
+{
+    return (DP == kRunning4 ? 2 : 1) * conv2d_slots4(M);
+}
+
+/* The bytes of each copy of the halo: 4 (words, each kernel but the
+ * running sums'), else the widest that divides the halo and the own bytes
+ * (9x9: one 16-byte copy a side instead of 4 words). */
+__host__ __device__ constexpr int conv2d_halo_bytes4(int C, int Q, int M, int DP)
+{
+    const int sw = 4 * conv2d_halo4_words(C, M), own = Q * C;
+    return DP != kRunning4 ? 4 : sw % 16 == 0 && own % 16 == 0 ? 16 : sw % 8 == 0 && own % 8 == 0 ? 8 : 4;
+}
+
+/* The column sums of a thread's Q outputs, lane pairs (R, B) and (G, A). */
+template <int Q> struct conv2d_running4 {
+    unsigned col[Q][2];
+};
+
+/* The column sums of output row r - (M - 1) from those of the row before:
+ * + the row pass of input row r ('in', the words of pixels x - M / 2 ..
+ * x + Q - 1 + M / 2) - that of input row r - M ('out'). */
+template <int Q, int M>
+__device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M - 1],
+                                                    const unsigned (&out)[Q + M - 1],
+                                                    conv2d_running4<Q> &st)
+{
+    constexpr int N = Q + M - 1;
+#pragma unroll
+    for (int l = 0; l < 2; l++) {
+        unsigned a[N], b[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            a[j] = l ? __byte_perm(in[j], 0u, 0x4341u) : in[j] & 0x00FF00FFu;
+            b[j] = l ? __byte_perm(out[j], 0u, 0x4341u) : out[j] & 0x00FF00FFu;
+        }
+        unsigned sa = 0, sb = 0;  /* the row passes of output q, lanes of pair l */
+#pragma unroll
+        for (int j = 0; j < M; j++) {
+            sa += a[j];
+            sb += b[j];
+        }
+#pragma unroll
+        for (int q = 0; q < Q; q++) {
+            if (q > 0) {
+                sa += a[q + M - 1] - a[q - 1];
+                sb += b[q + M - 1] - b[q - 1];
+            }
+            st.col[q][l] += sa - sb;
+        }
+    }
+}
+
+/* Output row r - (M - 1) from the column sums, as conv2d_value returns it:
+ * rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp: in range). Channel c is
+ * lane c / 2 of pair c % 2; a PRMT makes 2^23 + the lane, a FADD the sum. */
+template <int CF, int Q>
+__device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q> &st, float mul,
+                                                       float (&fv)[Q][CF])
+{
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            const unsigned bits = __byte_perm(st.col[q][c % 2], 0x4B000000u, c / 2 ? 0x7432u : 0x7410u);
+            fv[q][c] = __fmaf_rn(__fadd_rn(__uint_as_float(bits), -kMagic), mul, kMagic);
+        }
+}
+
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
 constexpr int kModeAny = -1;
 
@@ -1716,8 +1862,12 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         return inside ? y0 - R::RAD + r : gf_border_index(y0 - R::RAD + r, h.height, (gf_border)h.border);
     };
     extern __shared__ uint4 conv2d_shared4[];
-    const ring4<C, Q, M> ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
-                              threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
+    /* the box masks' running sums: rows leaving the sums in slots S .. 2S - 1 */
+    constexpr bool box_run = DP == kRunning4;
+    constexpr int S = kSlots4<M>;
+    const ring4<C, Q, M, conv2d_ring_slots4(M, DP), conv2d_halo_bytes4(C, Q, M, DP)> ring(
+        (unsigned)__cvta_generic_to_shared(conv2d_shared4), threadIdx.y * blockDim.x + threadIdx.x,
+        blockDim.x * blockDim.y);
     const unsigned char *const column = h.src + (size_t)x * C;  /* the thread's bytes of row 0 */
     /* inside: the next row to fetch, one row further at each fetch (a
      * pointer add, with the halo copies at constant offsets from it), except
@@ -1733,13 +1883,18 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         const bool fast = fast_v;
         auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
             if (running && fast && r < rows && inside) {
-                conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, next, false);
+                conv2d_fetch4(ring, r % S, next, false);
+                if constexpr (box_run)  /* row r - M, zeros before the first */
+                    conv2d_fetch4(ring, S + r % S, r < M ? next : next - M * row_bytes, r < M);
             } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
                 const int ym = row_of(r);
                 /* zeros for the integer paths, which read the slot as it is (the
                  * float path tests ym itself) */
-                conv2d_fetch4<C, Q, M>(ring, r % kSlots4<M>, column + (size_t)max(ym, 0) * row_bytes,
-                                       DP != 0 && ym < 0);
+                conv2d_fetch4(ring, r % S, column + (size_t)max(ym, 0) * row_bytes, DP != 0 && ym < 0);
+                if constexpr (box_run) {
+                    const int yo = r < M ? -1 : row_of(r - M);
+                    conv2d_fetch4(ring, S + r % S, column + (size_t)max(yo, 0) * row_bytes, yo < 0);
+                }
             }
             if (running && inside)
                 next += row_bytes;
@@ -1759,7 +1914,11 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         /* the cascades' sums are plain floats, not biased (kBinomial4, kBox4:
          * kernels of one quick mode each) */
         constexpr bool cascade = DP == kBinomial4 || DP == kBox4;
-        static_assert((!cascade && !IN_RANGE) || quick, "quick outputs only");
+        static_assert((!cascade && !box_run && !IN_RANGE) || quick, "quick outputs only");
+        static_assert(!box_run || (C == 4 && K == 1 && MODE == MODE_DIV_ODD && IN_RANGE && M <= 15 &&
+                                   Q * C == 16 && R::SW == R::RAD),
+                      "RGBA box masks over an odd integer, in range, 4 pixels a thread");
+        [[maybe_unused]] conv2d_running4<Q> sums = {};
         /* the gradient pairs in lanes: their own row passes and outputs */
         constexpr bool gradient = conv2d_gradient4(DP);
         static_assert(!gradient || (C == 4 && K == 2 && M == 3 && MODE == MODE_PRESCALED_NO_OFFSET),
@@ -1770,7 +1929,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
          * one store at a running pointer, no address arithmetic or alignment
          * test per row; the same for the lanes kernels, whose copied channels
          * come from registers */
-        constexpr bool kWide = ((quick && CF == C) || gradient) && (Q * C == 4 || Q * C == 8 || Q * C == 16);
+        constexpr bool kWide = ((quick && CF == C) || gradient || box_run) && (Q * C == 4 || Q * C == 8 || Q * C == 16);
         /* both unread where kWide is false (the float path, the DP4A gradient pairs) */
         [[maybe_unused]] const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
         [[maybe_unused]] unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
@@ -1793,13 +1952,37 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             });
         };
         auto step = [&](int r) {
-            fetch(r + kSlots4<M> - 1);  /* into the slot row r - 1 left */
+            fetch(r + S - 1);  /* into the slot row r - 1 left */
             unsigned mine[R::NWD];
+            [[maybe_unused]] unsigned leaving[R::NWD];  /* box_run: row r - M */
             if (fast) {
-                conv2d_copy_wait<kSlots4<M> - 1>();  /* row r's group is in */
-                conv2d_read4<C, Q, M>(ring, r % kSlots4<M>, mine);
+                conv2d_copy_wait<S - 1>();  /* row r's group is in */
+                conv2d_read4(ring, r % S, mine);
+                if constexpr (box_run)
+                    conv2d_read4(ring, S + r % S, leaving);
             }
-            if constexpr (gradient) {
+            if constexpr (box_run) {
+                if (!fast) {  /* both rows at one memory latency */
+                    const int ym[2] = {row_of(r), r < M ? -1 : row_of(r - M)};
+                    conv2d_gather_pair4<Q, M>(h, ym, x, mine, leaving);
+                }
+                conv2d_running_row4<Q, M>(mine, leaving, sums);
+                if (r >= M - 1) {  /* output row r - (M - 1) */
+                    float fv[Q][CF];
+                    conv2d_running_finish4<CF, Q>(sums, mul[0], fv);
+                    if (wide) {
+                        unsigned given[Q * C / 4];  /* the copied channels' source words */
+                        if constexpr (CF < C) {
+                            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(h.src + (out - h.dst)));
+                            given[0] = v.x, given[1] = v.y, given[2] = v.z, given[3] = v.w;
+                        }
+                        conv2d_store_wide<C, CF, Q>(out, fv, given);
+                    } else {
+                        conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv);
+                    }
+                    out += row_bytes;
+                }
+            } else if constexpr (gradient) {
                 if (!fast)
                     conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
                 unsigned gx[Q][2], gy[Q][2];
@@ -1976,7 +2159,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 if (j >= 0)
                     finish(y0 + j, acc[M - 1]);
             }
-            if constexpr (!cascade && !gradient) {  /* (the cascades and lanes move their own) */
+            if constexpr (!cascade && !gradient && !box_run) {  /* (those move their own) */
 #pragma unroll
                 for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
 #pragma unroll
@@ -1990,7 +2173,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         };
         conv2d_zero(acc);  /* rows before the first output: never stored */
 #pragma unroll
-        for (int r = 0; r < kSlots4<M> - 1; r++)
+        for (int r = 0; r < S - 1; r++)
             fetch(r);
 #pragma unroll 1
         for (int r = 0; r < rows; r += 3) {  /* three steps: the 3x3 accumulators rotate by renaming */
@@ -2297,6 +2480,9 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(1, 1, 1, 9, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 3, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    /* box masks as running sums on RGBA, 4 pixels a thread */
+    CONV2D_V4X(4, 3, 1, 9, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4X(4, 4, 1, 9, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),
     /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
     CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
     CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),
@@ -2801,16 +2987,17 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * layout and mode: separable integer with binomial columns, with
          * columns of ones (those two in range only), with any column; DP4A,
          * DP2A, float */
-        const bool paths[6] = {have_factors && conv2d_binomial_column(column, mh),
+        const bool paths[7] = {have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw),
+                               have_factors && conv2d_binomial_column(column, mh),
                                have_factors && conv2d_ones(column, mh), have_factors,
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
                                integer, true};
-        const int dps[6] = {kBinomial4, kBox4, kSeparable4, 1, 2, 0};
+        const int dps[7] = {kRunning4, kBinomial4, kBox4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < 6 && !pl->v; i++)
+        for (int i = 0; i < 7 && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++)
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
@@ -2848,8 +3035,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
     if (version == 4) {  /* each thread's ring of rows */
-        pl->shared = (size_t)threads * conv2d_slots4(mw) * conv2d_ring4_words(C, Q, mw) *
-                     sizeof(unsigned);
+        pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
+                     conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
@@ -2938,7 +3125,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
     } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
-               (version == 4 && pl->v->ws == kBox4)) {
+               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4))) {
         h.mode = MODE_DIV_ODD;  /* box3, box5..9: one FFMA per output instead of a division */
     }
 
@@ -2984,7 +3171,7 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     conv2d_plan pl;
     if (!conv2d_make_plan(4, p, &pl, false))
         return 0;
-    return conv2d_separable4(pl.v->ws)  ? CONV2D_SEPARABLE_INTEGER
+    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 ? CONV2D_SEPARABLE_INTEGER
            : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
                                         : pl.v->ws;
 }
@@ -3001,6 +3188,7 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kSeparable4:  return "separable integer";
     case kBinomial4:   return "separable integer, binomial column, no clamp";
     case kBox4:        return "separable integer, column of ones, no clamp";
+    case kRunning4:    return "box, running sums in 16-bit lanes, no clamp";
     case 0:            return "float";
     default:           return "gradient pair, 16-bit lanes";
     }

@@ -82,16 +82,17 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5, 7x7 and 9x9
  * masks that factor as an integer column times a row of -128..127 (its
- * binomial and box kernels included), CONV2D_GRADIENT_LANES for the
- * Sobel, Prewitt and Scharr pairs on RGBA (16-bit lanes); 0 for its float
- * path or a launch it cannot run. */
+ * binomial and box kernels included, and the running sums of RGBA box9),
+ * CONV2D_GRADIENT_LANES for the Sobel, Prewitt and Scharr pairs on RGBA
+ * (16-bit lanes); 0 for its float path or a launch it cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
 int conv2d_direct_integer(const conv2d_launch *p);
 /* The arithmetic path the direct version runs this launch on, for -v:
  * "float", "DP4A", "DP2A", "separable integer", with its binomial-column
  * or column-of-ones kernel named, and "no clamp" for the kernels of masks
- * whose outputs stay in 0..255, or "gradient pair, 16-bit lanes"; NULL
- * when it cannot run the launch. */
+ * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
+ * clamp" or "gradient pair, 16-bit lanes"; NULL when it cannot run the
+ * launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */

@@ -705,6 +705,46 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
         assert_equal_image(got, ref, f"cuda {kernel} {factors} vs cpu")
 
 
+# box masks (ones over an odd integer at least their count) on the direct
+# version's running sums in 16-bit lanes: RGBA 9x9, alpha filtered and
+# copied (gray box9 keeps the separable integer path's column of ones).
+# Both widths of DIRECT_WIDTHS: 203 puts every row off the fast path (rows
+# not 16-byte aligned), 208 only the edge columns. The image has blocks of
+# 255 (the largest sums, 255 x 81 in a lane) and of 0 at two corners and
+# across its middle, so that the sums entering and leaving the windows take
+# both extremes.
+RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("scale", [81, 99])
+@pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
+def test_cuda_direct_running_box(gf, rng, tmp_path, layout, scale, border, width):
+    channels = 1 if layout == "gray" else 4
+    text = format_matrix(np.ones((9, 9), dtype=int), scale)
+    path = tmp_path / "box.mask"
+    path.write_text(text)
+    img = random_image(rng, width, 131, channels)
+    img[:20, :20] = 255
+    img[-20:, -20:] = 0
+    img[60:75, :] = 255
+    img[75:90, 50:] = 0
+    extra = ["--kernel", "direct", "-v"] + (["--filter-alpha"] if layout == "rgba-filter-alpha" else [])
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out).ok()
+    path = ONES_PATH if layout == "gray" else RUNNING_PATH
+    assert f"x{channels} ({path}): tile" in r.err, r.describe()
+    got = read_png(out)
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu",
+                   extra=extra[3:])
+    assert_equal_image(got, ref, f"cuda direct running box {layout} vs cpu")
+    assert_close(got, apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha")),
+                 what="cuda direct running box vs oracle")
+
+
 # 15x15 masks on the direct version: integer weights of -128..127 whose sums
 # stay below 2^22 take its DP4A path (the bench's random15; both ends of the
 # byte range); any other 15x15 mask is refused by --kernel direct and runs
@@ -820,7 +860,8 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
     launch = re.search(r"tile (\d+)x(\d+), block \d+ threads, grid (\d+)x(\d+), (\d+) tiles? per "
                        r"block", r.err)
     assert launch, r.describe()
-    path = LANES_PATH if name == "sobel" and channels == 4 else STRIP_PATHS[name]
+    path = (LANES_PATH if name == "sobel" and channels == 4 else
+            RUNNING_PATH if name == "box9" and channels == 4 else STRIP_PATHS[name])
     assert f"x{channels} ({path}): tile" in r.err, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
