@@ -735,14 +735,14 @@ def test_cuda_direct_running_box(gf, rng, tmp_path, layout, scale, border, width
     src = write_png(tmp_path / "in.png", img)
     out = tmp_path / "out.png"
     r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out).ok()
-    path = ONES_PATH if layout == "gray" else RUNNING_PATH
-    assert f"x{channels} ({path}): tile" in r.err, r.describe()
+    kind = ONES_PATH if layout == "gray" else RUNNING_PATH
+    assert f"x{channels} ({kind}): tile" in r.err, r.describe()
     got = read_png(out)
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu",
                    extra=extra[3:])
     assert_equal_image(got, ref, f"cuda direct running box {layout} vs cpu")
-    assert_close(got, apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha")),
-                 what="cuda direct running box vs oracle")
+    want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
+    assert_close(got, want, what="cuda direct running box vs oracle")
 
 
 # 15x15 masks on the direct version: integer weights of -128..127 whose sums
