@@ -1293,12 +1293,14 @@ __host__ __device__ constexpr int conv2d_slots4(int M)
 }
 template <int M> constexpr int kSlots4 = conv2d_slots4(M);
 
-/* A thread's ring: kSlots4<M> slots, each the NWD words of one input row, in
- * planes across the block's T threads so that a warp's accesses to one
- * plane are consecutive (no bank conflicts). The own bytes are NV vectors
- * of VB bytes (one 16- or 8-byte copy where Q * C allows), then the 2 * SW
- * halo words. Only the thread itself writes and reads its slots, so no
- * barrier is needed: cp.async.wait_group orders its own copies. */
+/* A thread's ring: S slots (kSlots4<M>; the running sums', twice that),
+ * each the NWD words of one input row, in planes across the block's T
+ * threads so that a warp's accesses to one plane are consecutive (no bank
+ * conflicts). The own bytes are NV vectors of VB bytes (one 16- or 8-byte
+ * copy where Q * C allows), then the 2 * SW halo words, as NH vectors of
+ * HBYTES a side (words, but for the running sums). Only the thread itself
+ * writes and reads its slots, so no barrier is needed:
+ * cp.async.wait_group orders its own copies. */
 template <int C, int Q, int M, int S = kSlots4<M>, int HBYTES = 4> struct ring4 {
     using R = row4<C, Q, M>;
     static constexpr int VB = R::OWN == 4 ? 16 : R::OWN == 2 ? 8 : 4, NV = R::OWN * 4 / VB;
