@@ -792,9 +792,6 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
         unsigned w[NW];
         conv2d_pack_words<C, CF, Q>(fv, w);
         constexpr bool copy = CF < C;
-        auto merge = [](unsigned result, unsigned source, int k) {
-            return conv2d_merge<C, CF>(result, source, k);
-        };
         if (NB % 16 == 0 && (o & 15) == 0) {
 #pragma unroll
             for (int k = 0; k < NW; k += 4) {
@@ -806,10 +803,10 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
                 if (copy) {
                     const uint4 v = given ? make_uint4(given[k], given[k + 1], given[k + 2], given[k + 3])
                                           : *reinterpret_cast<const uint4 *>(h.src + o + 4 * k);
-                    t.x = merge(t.x, v.x, k);
-                    t.y = merge(t.y, v.y, k + 1);
-                    t.z = merge(t.z, v.z, k + 2);
-                    t.w = merge(t.w, v.w, k + 3);
+                    t.x = conv2d_merge<C, CF>(t.x, v.x, k);
+                    t.y = conv2d_merge<C, CF>(t.y, v.y, k + 1);
+                    t.z = conv2d_merge<C, CF>(t.z, v.z, k + 2);
+                    t.w = conv2d_merge<C, CF>(t.w, v.w, k + 3);
                 }
                 *reinterpret_cast<uint4 *>(h.dst + o + 4 * k) = t;
             }
@@ -822,8 +819,8 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
                 if (copy) {
                     const uint2 v = given ? make_uint2(given[k], given[k + 1])
                                           : *reinterpret_cast<const uint2 *>(h.src + o + 4 * k);
-                    t.x = merge(t.x, v.x, k);
-                    t.y = merge(t.y, v.y, k + 1);
+                    t.x = conv2d_merge<C, CF>(t.x, v.x, k);
+                    t.y = conv2d_merge<C, CF>(t.y, v.y, k + 1);
                 }
                 *reinterpret_cast<uint2 *>(h.dst + o + 4 * k) = t;
             }
@@ -831,8 +828,10 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
 #pragma unroll
             for (int k = 0; k < NW; k++) {
                 unsigned t = w[k];
-                if (copy)
-                    t = merge(t, given ? given[k] : *reinterpret_cast<const unsigned *>(h.src + o + 4 * k), k);
+                if (copy) {
+                    const unsigned v = given ? given[k] : *reinterpret_cast<const unsigned *>(h.src + o + 4 * k);
+                    t = conv2d_merge<C, CF>(t, v, k);
+                }
                 *reinterpret_cast<unsigned *>(h.dst + o + 4 * k) = t;
             }
         }
@@ -1666,6 +1665,20 @@ __host__ __device__ constexpr bool conv2d_gradient4(int dp)
     return dp >= kGradient4 && dp < kGradient4 + kGradientKinds4;
 }
 
+/* Lane pair l of an RGBA word: R, B (l = 0) or G, A (l = 1), each byte in a
+ * 16-bit lane (a LOP3 or a PRMT: (word >> 8) & 0x00FF00FF). */
+__device__ __forceinline__ unsigned conv2d_lane_pair(unsigned word, int l)
+{
+    return l ? __byte_perm(word, 0u, 0x4341u) : word & 0x00FF00FFu;
+}
+
+/* Channel c's lane of a pixel's two lane pairs (lane c / 2 of pair c % 2)
+ * as the float 2^23 + the lane: one PRMT. */
+__device__ __forceinline__ float conv2d_lane_float(const unsigned (&pairs)[2], int c)
+{
+    return __uint_as_float(__byte_perm(pairs[c % 2], 0x4B000000u, c / 2 ? 0x7432u : 0x7410u));
+}
+
 /* A thread's row passes of the last two input rows, per output and lane
  * pair (0: R, B; 1: G, A): d and s of rows r - 1 and r - 2. */
 template <int Q> struct conv2d_lanes4 {
@@ -1683,10 +1696,10 @@ __device__ __forceinline__ void conv2d_gradient_row4(const unsigned (&px)[Q + 2]
     constexpr unsigned kBias = (2 * P + W) * 256u * kLane;
     unsigned lane[Q + 2][2];
 #pragma unroll
-    for (int j = 0; j < Q + 2; j++) {
-        lane[j][0] = px[j] & 0x00FF00FFu;
-        lane[j][1] = __byte_perm(px[j], 0u, 0x4341u);  /* (px >> 8) & 0x00FF00FF */
-    }
+    for (int j = 0; j < Q + 2; j++)
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+            lane[j][l] = conv2d_lane_pair(px[j], l);
 #pragma unroll
     for (int q = 0; q < Q; q++)
 #pragma unroll
@@ -1714,9 +1727,7 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
     for (int q = 0; q < Q; q++)
 #pragma unroll
         for (int c = 0; c < CF; c++) {
-            const unsigned sel = c / 2 ? 0x7432u : 0x7410u;  /* 2^23 + the lane */
-            const float lx = __uint_as_float(__byte_perm(gx[q][c % 2], 0x4B000000u, sel));
-            const float ly = __uint_as_float(__byte_perm(gy[q][c % 2], 0x4B000000u, sel));
+            const float lx = conv2d_lane_float(gx[q], c), ly = conv2d_lane_float(gy[q], c);
             float rx, ry;  /* the responses, exact: (lane - kBase) times a power of two */
             if constexpr (kGradients4[G].integer_sqrt) {
                 rx = __fadd_rn(lx, -kBase);
@@ -1785,8 +1796,8 @@ __device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M -
         unsigned a[N], b[N];
 #pragma unroll
         for (int j = 0; j < N; j++) {
-            a[j] = l ? __byte_perm(in[j], 0u, 0x4341u) : in[j] & 0x00FF00FFu;
-            b[j] = l ? __byte_perm(out[j], 0u, 0x4341u) : out[j] & 0x00FF00FFu;
+            a[j] = conv2d_lane_pair(in[j], l);
+            b[j] = conv2d_lane_pair(out[j], l);
         }
         unsigned sa = 0, sb = 0;  /* the row passes of output q, lanes of pair l */
 #pragma unroll
@@ -1806,8 +1817,8 @@ __device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M -
 }
 
 /* Output row r - (M - 1) from the column sums, as conv2d_value returns it:
- * rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp: in range). Channel c is
- * lane c / 2 of pair c % 2; a PRMT makes 2^23 + the lane, a FADD the sum. */
+ * rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp: in range), the sum from
+ * 2^23 + its lane by a FADD. */
 template <int CF, int Q>
 __device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q> &st, float mul,
                                                        float (&fv)[Q][CF])
@@ -1815,10 +1826,8 @@ __device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q> 
 #pragma unroll
     for (int q = 0; q < Q; q++)
 #pragma unroll
-        for (int c = 0; c < CF; c++) {
-            const unsigned bits = __byte_perm(st.col[q][c % 2], 0x4B000000u, c / 2 ? 0x7432u : 0x7410u);
-            fv[q][c] = __fmaf_rn(__fadd_rn(__uint_as_float(bits), -kMagic), mul, kMagic);
-        }
+        for (int c = 0; c < CF; c++)
+            fv[q][c] = __fmaf_rn(__fadd_rn(conv2d_lane_float(st.col[q], c), -kMagic), mul, kMagic);
 }
 
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
@@ -2986,9 +2995,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
             modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
         modes[nmodes++] = kModeAny;
         /* the first path that applies and has a kernel for this size,
-         * layout and mode: separable integer with binomial columns, with
-         * columns of ones (those two in range only), with any column; DP4A,
-         * DP2A, float */
+         * layout and mode (a gradient pair in lanes before them all): running
+         * sums of a box (ones both ways), separable integer with binomial
+         * columns, with columns of ones (those three in range only), with
+         * any column; DP4A, DP2A, float */
         const bool paths[7] = {have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw),
                                have_factors && conv2d_binomial_column(column, mh),
                                have_factors && conv2d_ones(column, mh), have_factors,
