@@ -10,7 +10,7 @@
 #   bench     build/gpufilter-bench --kernels conv2d (every version, NPP peer)
 #   tone      build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize
 #   sweep     gpufilter --tile sweep for box3, gaussian5, sobel, gaussian7,
-#             box9, random15 (RGBA) and box3, gaussian3 (gray) on an
+#             box9, random15, box15 (RGBA) and box3, gaussian3 (gray) on an
 #             8192x8192 image
 #   verbose   gpufilter -v on a 8192x8192 RGBA image: the stage breakdown
 #   ncu       Nsight Compute on the direct kernel (gaussian3, gray and RGBA)
@@ -106,7 +106,7 @@ for stage in "$@"; do
         note "bench tone: rc $? ($LOGS/bench-tone.txt)" ;;
     sweep)
         big_image
-        for m in box3 gaussian5 sobel gaussian7 box9 random15; do
+        for m in box3 gaussian5 sobel gaussian7 box9 random15 box15; do
             GPUFILTER_MASKS=bench/masks build/gpufilter --backend cuda --tile sweep -m $m out/big4.png \
                 >>"$LOGS/sweep.txt" 2>&1
             echo >>"$LOGS/sweep.txt"

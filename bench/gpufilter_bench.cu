@@ -121,8 +121,9 @@ static const struct {
     {"scan", K_SCAN},     {"lut", K_LUT},             {"equalize", K_EQUALIZE},
 };
 
-static const char *const DEFAULT_MASKS[] = {"box3",      "gaussian3", "sobel",   "gaussian5",
-                                            "gaussian7", "box9",      "random15"};
+static const char *const DEFAULT_MASKS[] = {"box3",     "gaussian3",  "sobel", "gaussian5",
+                                            "gaussian7", "box9",      "random15", "box15",
+                                            "gaussian15", "box31",    "gaussian31"};
 
 struct Size {
     int width, height;
@@ -156,7 +157,8 @@ static void usage(FILE *out)
             "  --size WxH        image size; repeatable (default 8192x8192)\n"
             "  --channels N      1 or 4; repeatable (default: both)\n"
             "  --mask NAME|FILE  conv2d mask; repeatable (default: box3 gaussian3 sobel\n"
-            "                    gaussian5 gaussian7 box9 random15)\n"
+            "                    gaussian5 gaussian7 box9 random15 box15 gaussian15\n"
+            "                    box31 gaussian31)\n"
             "  --kernels LIST    comma-separated subset of conv2d,histogram,reduce,scan,lut,\n"
             "                    equalize (default: all)\n"
             "  --reps N          timed runs per row; the median is reported (default 25)\n"
@@ -345,7 +347,7 @@ static void tile_of(int version, conv2d_launch *q)
 }
 
 /* Named masks are looked up next to the executable (build/../masks); the
- * bench's own masks (random15) live in bench/masks, added to the search path
+ * bench's own masks (random15, box15, gaussian15, box31, gaussian31) live in bench/masks, added to the search path
  * through $GPUFILTER_MASKS, after any folders the user put there. */
 static void add_bench_mask_folder(void)
 {

@@ -1761,11 +1761,20 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
  * sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
 constexpr int kRunning4 = kGradient4 + kGradientKinds4;
 
-/* The slots of a kernel's ring: kSlots4 for the rows ahead, and as many
+/* The slots for the rows ahead: kSlots4, but for the running sums from
+ * 11x11 on, 3. Their ring holds twice as many slots of wider rows, and
+ * with 4 a block of 256 threads took 115 to 147 KB of shared memory, one
+ * block (8 warps) an SM: 15x15 ran at 31% of the copy rate. */
+__host__ __device__ constexpr int conv2d_ahead_slots4(int M, int DP)
+{
+    return DP == kRunning4 && M > 9 ? 3 : conv2d_slots4(M);
+}
+
+/* The slots of a kernel's ring: those for the rows ahead, and as many
  * again for the rows leaving the running sums. */
 __host__ __device__ constexpr int conv2d_ring_slots4(int M, int DP)
 {
-    return (DP == kRunning4 ? 2 : 1) * conv2d_slots4(M);
+    return (DP == kRunning4 ? 2 : 1) * conv2d_ahead_slots4(M, DP);
 }
 
 /* The bytes of each copy of the halo: 4 (words, each kernel but the
@@ -1841,9 +1850,10 @@ template <bool B> struct conv2d_flag {
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
- * to instruction fetch). Each step copies the row kSlots4<M> - 1 ahead
- * into the thread's ring in shared memory (cp.async: no registers held
- * while in flight), waits for its own row and reads it back. The loop body
+ * to instruction fetch). Each step copies the row S - 1 ahead (S:
+ * conv2d_ahead_slots4) into the thread's ring in shared memory (cp.async:
+ * no registers held while in flight), waits for its own row and reads it
+ * back. The loop body
  * is written out three times so that the 3x3 accumulators rotate by
  * renaming, not by moves. acc[i] holds output row r - i, so input row r is mask row i of
  * acc[i]: every output gets its mask rows in order and, within a row, its
@@ -1875,7 +1885,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     extern __shared__ uint4 conv2d_shared4[];
     /* the box masks' running sums: rows leaving the sums in slots S .. 2S - 1 */
     constexpr bool box_run = DP == kRunning4;
-    constexpr int S = kSlots4<M>;
+    constexpr int S = conv2d_ahead_slots4(M, DP);
     const ring4<C, Q, M, conv2d_ring_slots4(M, DP), conv2d_halo_bytes4(C, Q, M, DP)> ring(
         (unsigned)__cvta_generic_to_shared(conv2d_shared4), threadIdx.y * blockDim.x + threadIdx.x,
         blockDim.x * blockDim.y);
@@ -2449,6 +2459,10 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 /* a gradient pair of kind kGradients4[G] in 16-bit lanes, 4 pixels a thread */
 #define CONV2D_V4G(C, CF, G)                                                                  \
     CONV2D_V4X(C, CF, 2, 3, 4, CONV2D_GRADIENT_ZEROS, kGradient4 + G, MODE_PRESCALED_NO_OFFSET)
+/* box masks of M x M as running sums on RGBA, alpha copied and filtered */
+#define CONV2D_V4RUN(M)                                                                       \
+    CONV2D_V4X(4, 3, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),                       \
+    CONV2D_V4X(4, 4, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange)
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
     CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
@@ -2492,8 +2506,19 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(4, 3, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     /* box masks as running sums on RGBA, 4 pixels a thread */
-    CONV2D_V4X(4, 3, 1, 9, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),
-    CONV2D_V4X(4, 4, 1, 9, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4RUN(5), CONV2D_V4RUN(7), CONV2D_V4RUN(9), CONV2D_V4RUN(11), CONV2D_V4RUN(13),
+    CONV2D_V4RUN(15),
+    /* gray box masks of 11x11 to 15x15 on the column of ones */
+    CONV2D_V4X(1, 1, 1, 11, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4X(1, 1, 1, 13, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    CONV2D_V4X(1, 1, 1, 15, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    /* 11x11 to 15x15 that factor as an integer column times a row of
+     * bytes (sampled gaussians), any scaling */
+    CONV2D_V4M(1, 1, 1, 11, 4, 0u, kSeparable4), CONV2D_V4M(4, 3, 1, 11, 1, 0u, kSeparable4),
+    CONV2D_V4M(4, 4, 1, 11, 1, 0u, kSeparable4), CONV2D_V4M(1, 1, 1, 13, 4, 0u, kSeparable4),
+    CONV2D_V4M(4, 3, 1, 13, 1, 0u, kSeparable4), CONV2D_V4M(4, 4, 1, 13, 1, 0u, kSeparable4),
+    CONV2D_V4M(1, 1, 1, 15, 4, 0u, kSeparable4), CONV2D_V4M(4, 3, 1, 15, 1, 0u, kSeparable4),
+    CONV2D_V4M(4, 4, 1, 15, 1, 0u, kSeparable4),
     /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
     CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
     CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),

@@ -636,13 +636,13 @@ def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, bo
         assert_equal_image(got, ref, f"cuda direct {weights} vs cpu")
 
 
-# version 4's separable integer path: 5x5, 7x7 and 9x9 masks that factor as
-# a column of integers times a row of -128..127, sums below 2^22; the others
-# that factor go to its DP4A, DP2A or float paths (row, column, scale,
-# offset). Masks whose outputs stay in 0..255 (no negative weight, their sum
+# version 4's separable integer path: 5x5 to 15x15 masks that factor as a
+# column of integers times a row of -128..127, sums below 2^22; the others
+# that factor go to its DP4A, DP2A or float paths up to 7x7, and to no path
+# of it from 9x9 on (row, column, scale, offset). Masks whose outputs stay in 0..255 (no negative weight, their sum
 # at most the scale, no offset) have kernels of their own for binomial
 # columns prescaled (5x5, 7x7) and columns of ones over an odd integer (5x5
-# to 9x9); other such masks take the kernels of any column. "binomial" and
+# to 9x9, gray to 15x15); other such masks take the kernels of any column. "binomial" and
 # "ones" stand for those columns, a scale of "sum" for the smallest power
 # of two (binomial) or odd integer (ones) at least the weights' sum.
 DIRECT_SEPARABLE = {
@@ -665,7 +665,7 @@ DIRECT_SEPARABLE = {
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
-@pytest.mark.parametrize("size", [5, 7, 9])
+@pytest.mark.parametrize("size", [5, 7, 9, 11, 15])
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("factors", list(DIRECT_SEPARABLE))
 def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size, border, kernel,
@@ -692,7 +692,7 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
     # the separable integer path's masks: integer factors, a row of bytes, sums below 2^22
     integer = (factors not in ("row-past-a-byte", "sums-past-2^22", "fractional") and
                255 * np.abs(wt).sum() < 2**22)
-    if size == 9 and not integer and kernel == "direct":  # 9x9: that path only
+    if size >= 9 and not integer and kernel == "direct":  # 9x9 on: that path only
         assert_direct_refuses(gf, tmp_path, img, path, border)
         return
     got = gf.apply(tmp_path, img, [str(path)], border, backend="cuda",
@@ -706,24 +706,27 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
 
 
 # box masks (ones over an odd integer at least their count) on the direct
-# version's running sums in 16-bit lanes: RGBA 9x9, alpha filtered and
-# copied (gray box9 keeps the separable integer path's column of ones).
-# Both widths of DIRECT_WIDTHS: 203 puts every row off the fast path (rows
-# not 16-byte aligned), 208 only the edge columns. The image has blocks of
-# 255 (the largest sums, 255 x 81 in a lane) and of 0 at two corners and
-# across its middle, so that the sums entering and leaving the windows take
-# both extremes.
+# version's running sums in 16-bit lanes: RGBA 5x5 to 15x15, alpha filtered
+# and copied (gray box masks keep the separable integer path's column of
+# ones). Both widths of DIRECT_WIDTHS: 203 puts every row off the fast path
+# (rows not 16-byte aligned), 208 only the edge columns; the scale is the
+# count at one and 18 over it at the other. The image has blocks of 255
+# (the largest sums: 255 x 225 in a lane for 15x15) and of 0 at two corners
+# and across its middle, so that the sums entering and leaving the windows
+# take both extremes.
 RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
+RUNNING_SIZES = [5, 7, 9, 11, 13, 15]
 
 
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
-@pytest.mark.parametrize("scale", [81, 99])
+@pytest.mark.parametrize("size", RUNNING_SIZES)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
-def test_cuda_direct_running_box(gf, rng, tmp_path, layout, scale, border, width):
+def test_cuda_direct_running_box(gf, rng, tmp_path, layout, size, border, width):
     channels = 1 if layout == "gray" else 4
-    text = format_matrix(np.ones((9, 9), dtype=int), scale)
+    scale = size * size + (18 if width == DIRECT_WIDTHS[0] else 0)
+    text = format_matrix(np.ones((size, size), dtype=int), scale)
     path = tmp_path / "box.mask"
     path.write_text(text)
     img = random_image(rng, width, 131, channels)
@@ -861,7 +864,7 @@ def test_cuda_direct_strips(gf, rng, tmp_path, name, channels, border):
                        r"block", r.err)
     assert launch, r.describe()
     path = (LANES_PATH if name == "sobel" and channels == 4 else
-            RUNNING_PATH if name == "box9" and channels == 4 else STRIP_PATHS[name])
+            RUNNING_PATH if name in ("box5", "box9") and channels == 4 else STRIP_PATHS[name])
     assert f"x{channels} ({path}): tile" in r.err, r.describe()
     th, grid_y, per_block = int(launch[2]), int(launch[4]), int(launch[5])
     tiles_y = -(-img.shape[0] // th)
