@@ -158,7 +158,18 @@
  *               load issued before the first is used (one at a time, the
  *               edge strips had set the time). RGBA box9 0.62 -> 0.265
  *               ms (30% -> 70% of the copy rate), the tool's 0.58 ->
- *               0.29.
+ *               0.29. Eleventh round, more sizes: the running sums for
+ *               RGBA box masks of 5x5 to 15x15 (box5 0.312 -> 0.247 ms,
+ *               box13 0.37, box15 1.61 on the 15x15 DP4A path -> 0.59:
+ *               128 registers and a spill, 4-byte halo copies), the
+ *               column of ones for gray box masks to 15x15 (box15 0.41
+ *               -> 0.34) and the separable integer path for 11x11 to
+ *               15x15 (a sampled gaussian15: RGBA 1.51 ms on version 3
+ *               -> 1.18, gray 0.58 -> 0.29). Past 15x15, version 3:
+ *               box31 and gaussian31 at 7-9% of the copy rate. Three
+ *               slots ahead instead of four for the running sums from
+ *               11x11 on (two blocks an SM instead of one) was no
+ *               faster (box15 0.587 -> 0.639 ms) and was not kept.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -204,7 +215,10 @@
  *              16-byte copies and reads a row for 4 pixels) = ~40 (kBox4:
  *              one pixel a thread, 9 copies and 32 moves a row, ~110):
  *              issue is not the bound; ~75% of the copy rate, as sobel's
- *              lanes reach.
+ *              lanes reach. 15x15: rows of 18 words instead of 12 and
+ *              first sums of 15 pixels instead of 9: ~55, still not
+ *              issue-bound (measured: 31% of the copy rate, at 128
+ *              registers with a spill and with 4-byte halo copies).
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -1761,20 +1775,11 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
  * sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
 constexpr int kRunning4 = kGradient4 + kGradientKinds4;
 
-/* The slots for the rows ahead: kSlots4, but for the running sums from
- * 11x11 on, 3. Their ring holds twice as many slots of wider rows, and
- * with 4 a block of 256 threads took 115 to 147 KB of shared memory, one
- * block (8 warps) an SM: 15x15 ran at 31% of the copy rate. */
-__host__ __device__ constexpr int conv2d_ahead_slots4(int M, int DP)
-{
-    return DP == kRunning4 && M > 9 ? 3 : conv2d_slots4(M);
-}
-
-/* The slots of a kernel's ring: those for the rows ahead, and as many
+/* The slots of a kernel's ring: kSlots4 for the rows ahead, and as many
  * again for the rows leaving the running sums. */
 __host__ __device__ constexpr int conv2d_ring_slots4(int M, int DP)
 {
-    return (DP == kRunning4 ? 2 : 1) * conv2d_ahead_slots4(M, DP);
+    return (DP == kRunning4 ? 2 : 1) * conv2d_slots4(M);
 }
 
 /* The bytes of each copy of the halo: 4 (words, each kernel but the
@@ -1850,10 +1855,9 @@ template <bool B> struct conv2d_flag {
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
- * to instruction fetch). Each step copies the row S - 1 ahead (S:
- * conv2d_ahead_slots4) into the thread's ring in shared memory (cp.async:
- * no registers held while in flight), waits for its own row and reads it
- * back. The loop body
+ * to instruction fetch). Each step copies the row kSlots4<M> - 1 ahead
+ * into the thread's ring in shared memory (cp.async: no registers held
+ * while in flight), waits for its own row and reads it back. The loop body
  * is written out three times so that the 3x3 accumulators rotate by
  * renaming, not by moves. acc[i] holds output row r - i, so input row r is mask row i of
  * acc[i]: every output gets its mask rows in order and, within a row, its
@@ -1885,7 +1889,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     extern __shared__ uint4 conv2d_shared4[];
     /* the box masks' running sums: rows leaving the sums in slots S .. 2S - 1 */
     constexpr bool box_run = DP == kRunning4;
-    constexpr int S = conv2d_ahead_slots4(M, DP);
+    constexpr int S = kSlots4<M>;
     const ring4<C, Q, M, conv2d_ring_slots4(M, DP), conv2d_halo_bytes4(C, Q, M, DP)> ring(
         (unsigned)__cvta_generic_to_shared(conv2d_shared4), threadIdx.y * blockDim.x + threadIdx.x,
         blockDim.x * blockDim.y);
@@ -2315,19 +2319,51 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
 
 /* ---- dispatch ------------------------------------------------------------- */
 
+/* The shared-memory opt-in of a kernel that needs more than 48 KB: its
+ * limit raised to all that a block of the device may have (less its static
+ * shared memory), never to the launch's own bytes. The limit belongs to the
+ * kernel, not to a launch, and the batch's workers choose tiles and launch
+ * at the same time: one setting it to a candidate tile's bytes while
+ * another launched with more failed that launch ("invalid argument"). Once
+ * per kernel and device in each host thread. */
+extern "C" cudaError_t conv2d_allow_shared(const void *entry, size_t shared)
+{
+    struct raised {
+        const void *entry;
+        int dev;
+    };
+    static thread_local raised cache[32];
+    static thread_local int next;
+    if (shared <= 48 * 1024)
+        return cudaSuccess;
+    int dev = 0, optin = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess)
+        return err;
+    for (const raised &r : cache)
+        if (r.entry == entry && r.dev == dev)
+            return cudaSuccess;
+    cudaFuncAttributes fa;
+    if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess ||
+        (err = cudaFuncGetAttributes(&fa, entry)) != cudaSuccess ||
+        (err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    optin - (int)fa.sharedSizeBytes)) != cudaSuccess)
+        return err;
+    cache[next] = raised{entry, dev};
+    next = (next + 1) % 32;
+    return cudaSuccess;
+}
+
 /* Every launch goes through here: the kernel's own parameter type, the
  * shared-memory opt-in above 48 KB. */
 template <class A>
 static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t shared,
                                 cudaStream_t stream, const A &args)
 {
-    if (shared > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute((const void *)kernel,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)shared);
-        if (err != cudaSuccess)
-            return err;
-    }
+    const cudaError_t err = conv2d_allow_shared((const void *)kernel, shared);
+    if (err != cudaSuccess)
+        return err;
     kernel<<<grid, block, shared, stream>>>(args);
     return cudaGetLastError();
 }
@@ -2887,9 +2923,7 @@ static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
         if (k.entry == pl.v->entry && k.threads == threads && k.dev == dev && k.shared == pl.shared)
             return k.blocks;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        (pl.shared > 48 * 1024 &&
-         cudaFuncSetAttribute(pl.v->entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)pl.shared) != cudaSuccess) ||
+        conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
             cudaSuccess) {
         cudaGetLastError();

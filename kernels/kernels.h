@@ -40,13 +40,14 @@ typedef struct {
      *     tile_height a multiple of 4; at most 256 threads per block.
      *   version 3: the same, with P = Q = 8: tile_width and tile_height
      *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
-     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, 15x15
-     *     masks of integer weights of -128..127 on 1 or 4 channels, 3x3
-     *     gradient pairs combined by magnitude; host weights required; RGB
-     *     has no 7x7): one tile per block, each thread R rows x Q columns
-     *     (R = 32 for 15x15, 16 for RGBA 5x5, 7x7 and gradient pairs, else
-     *     8; Q = 8 gray (15x15: 4), 4 for 2 and 3 channels, 4, 2 or 1 for
-     *     RGBA, see conv2d.cu):
+     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, on 1 or
+     *     4 channels 9x9 to 15x15 masks that factor as an integer column
+     *     times a row of -128..127 and 15x15 masks of integer weights of
+     *     -128..127, 3x3 gradient pairs combined by magnitude; host
+     *     weights required; RGB has no 7x7): one tile per block, each
+     *     thread R rows x Q columns (R = 32 from 9x9 on, 16 for RGBA 5x5,
+     *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
+     *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu):
      *     tile_width a multiple of Q, tile_height of R, at most 256
      *     threads per block.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
@@ -80,9 +81,10 @@ const char *conv2d_version_name(int version);
 int conv2d_supports(int version, const conv2d_launch *p);
 /* Which integer path version 4 runs this launch on (1 or 4 channels; see
  * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
- * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5, 7x7 and 9x9
+ * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
- * binomial and box kernels included, and the running sums of RGBA box9),
+ * binomial and box kernels included, and the running sums of RGBA box
+ * masks),
  * CONV2D_GRADIENT_LANES for the Sobel, Prewitt and Scharr pairs on RGBA
  * (16-bit lanes); 0 for its float path or a launch it cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
@@ -114,6 +116,11 @@ int conv2d_block_threads(int version, const conv2d_launch *p);
  * filtered, one matrix, weights as parameters; version 4: its 3x3 one). */
 const void *conv2d_kernel_entry(int version, int channels);
 const void *conv2d_kernel_for(int version, const conv2d_launch *p);
+/* Lets a kernel of this file launch with 'shared' bytes of dynamic shared
+ * memory: above 48 KB, its limit is raised to the most a block of the
+ * current device may opt in to (always that value, so that host threads
+ * planning and launching at once never lower it under another's launch). */
+cudaError_t conv2d_allow_shared(const void *entry, size_t shared);
 /* The grid a launch of this version uses (0 x 0 when it cannot run) and,
  * where steps is not NULL, the tiles each of its blocks walks down: 1 for
  * versions 0 and 1; versions 2 and 3 walk ~256 rows; version 4 walks

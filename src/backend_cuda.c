@@ -91,9 +91,7 @@ static int occupancy_of(const cuda_backend *b, int version, const conv2d_launch 
     int threads = conv2d_block_threads(version, p);
     size_t shared = conv2d_shared_bytes(version, p);
     const void *entry = conv2d_kernel_for(version, p);
-    if (shared > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)shared), "raising the shared-memory limit");
+    CUDA_CHECK(conv2d_allow_shared(entry, shared), "raising the shared-memory limit");
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info->blocks_per_sm, entry,
                                                              threads, shared),
                "querying occupancy");
@@ -507,9 +505,9 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
     }
     if (*version == GF_CONV_DIRECT && !direct_runs(p)) {
         gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
-                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), on gray and RGBA 9x9 that factors "
-                     "into integers times a row of -128..127 (box9) or 15x15 of integer weights "
-                     "-128..127, or a 3x3 gradient pair such as sobel",
+                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), on gray and RGBA 9x9 to 15x15 that "
+                     "factors into integers times a row of -128..127 (box9, box15) or 15x15 of "
+                     "integer weights -128..127, or a 3x3 gradient pair such as sobel",
                      mask->name, mask->width, mask->height, mask->count);
         return -2;
     }
