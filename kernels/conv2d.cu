@@ -2499,6 +2499,11 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 #define CONV2D_V4RUN(M)                                                                       \
     CONV2D_V4X(4, 3, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),                       \
     CONV2D_V4X(4, 4, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange)
+/* M x M masks on the separable integer path in any scaling mode: gray, 4
+ * pixels a thread, and RGBA, one pixel (M rows of accumulators) */
+#define CONV2D_V4SEP(M)                                                                       \
+    CONV2D_V4M(1, 1, 1, M, 4, 0u, kSeparable4), CONV2D_V4M(4, 3, 1, M, 1, 0u, kSeparable4),   \
+    CONV2D_V4M(4, 4, 1, M, 1, 0u, kSeparable4)
 #define CONV2D_V4(C, CF, Q3, QG, Q5, DP)                                                      \
     CONV2D_V4M(C, CF, 1, 3, Q3, 0u, DP),                                                      \
     CONV2D_V4M(C, CF, 2, 3, QG, CONV2D_GRADIENT_ZEROS, DP), CONV2D_V4M(C, CF, 1, 5, Q5, 0u, DP)
@@ -2550,11 +2555,7 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(1, 1, 1, 15, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
     /* 11x11 to 15x15 that factor as an integer column times a row of
      * bytes (sampled gaussians), any scaling */
-    CONV2D_V4M(1, 1, 1, 11, 4, 0u, kSeparable4), CONV2D_V4M(4, 3, 1, 11, 1, 0u, kSeparable4),
-    CONV2D_V4M(4, 4, 1, 11, 1, 0u, kSeparable4), CONV2D_V4M(1, 1, 1, 13, 4, 0u, kSeparable4),
-    CONV2D_V4M(4, 3, 1, 13, 1, 0u, kSeparable4), CONV2D_V4M(4, 4, 1, 13, 1, 0u, kSeparable4),
-    CONV2D_V4M(1, 1, 1, 15, 4, 0u, kSeparable4), CONV2D_V4M(4, 3, 1, 15, 1, 0u, kSeparable4),
-    CONV2D_V4M(4, 4, 1, 15, 1, 0u, kSeparable4),
+    CONV2D_V4SEP(11), CONV2D_V4SEP(13), CONV2D_V4SEP(15),
     /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
     CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
     CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),
