@@ -347,8 +347,9 @@ static void tile_of(int version, conv2d_launch *q)
 }
 
 /* Named masks are looked up next to the executable (build/../masks); the
- * bench's own masks (random15, box15, gaussian15, box31, gaussian31) live in bench/masks, added to the search path
- * through $GPUFILTER_MASKS, after any folders the user put there. */
+ * bench's own masks (random15, box15, gaussian15, box31, gaussian31) live
+ * in bench/masks, added to the search path through $GPUFILTER_MASKS, after
+ * any folders the user put there. */
 static void add_bench_mask_folder(void)
 {
     char exe[PATH_MAX];

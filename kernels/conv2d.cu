@@ -1758,7 +1758,7 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
 }
 
 /* ---- version 4, box masks as running sums on RGBA ---------------------------
- * Masks of ones over an odd integer (box9; the code takes 5x5 to 15x15).
+ * Masks of ones over an odd integer, 5x5 to 15x15 (box5, box9, box15).
  * Output row j's column sums are row j - 1's plus the row pass of the input
  * row that enters the window minus that of the one that leaves it, M rows
  * up: the leaving row is fetched again (from L1 or L2: the thread fetched
@@ -3198,7 +3198,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
                (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4))) {
-        h.mode = MODE_DIV_ODD;  /* box3, box5..9: one FFMA per output instead of a division */
+        h.mode = MODE_DIV_ODD;  /* box3, box5..15: one FFMA per output instead of a division */
     }
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;

@@ -639,12 +639,13 @@ def test_cuda_direct_weight_paths(gf, rng, tmp_path, weights, channels, size, bo
 # version 4's separable integer path: 5x5 to 15x15 masks that factor as a
 # column of integers times a row of -128..127, sums below 2^22; the others
 # that factor go to its DP4A, DP2A or float paths up to 7x7, and to no path
-# of it from 9x9 on (row, column, scale, offset). Masks whose outputs stay in 0..255 (no negative weight, their sum
-# at most the scale, no offset) have kernels of their own for binomial
-# columns prescaled (5x5, 7x7) and columns of ones over an odd integer (5x5
-# to 9x9, gray to 15x15); other such masks take the kernels of any column. "binomial" and
-# "ones" stand for those columns, a scale of "sum" for the smallest power
-# of two (binomial) or odd integer (ones) at least the weights' sum.
+# of it from 9x9 on (row, column, scale, offset). Masks whose outputs stay
+# in 0..255 (no negative weight, their sum at most the scale, no offset)
+# have kernels of their own for binomial columns prescaled (5x5, 7x7) and
+# columns of ones over an odd integer (5x5 to 9x9, gray to 15x15); other
+# such masks take the kernels of any column. "binomial" and "ones" stand
+# for those columns, a scale of "sum" for the smallest power of two
+# (binomial) or odd integer (ones) at least the weights' sum.
 DIRECT_SEPARABLE = {
     "byte-row-ends": ([-128, 127, 3, -1, 0], [1, -2, 3, 1, 0], 64, 9),     # separable, prescaled
     "big-column": ([1, 2, -3, 1, 0], [-250, 200, 7, 1, 0], 1000, 0),       # separable, divided
