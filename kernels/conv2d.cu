@@ -1307,19 +1307,23 @@ __host__ __device__ constexpr int conv2d_slots4(int M)
 template <int M> constexpr int kSlots4 = conv2d_slots4(M);
 
 /* A thread's ring: S slots (kSlots4<M>; the running sums', twice that),
- * each the NWD words of one input row, in planes across the block's T
- * threads so that a warp's accesses to one plane are consecutive (no bank
- * conflicts). The own bytes are NV vectors of VB bytes (one 16- or 8-byte
- * copy where Q * C allows), then the 2 * SW halo words, as NH vectors of
- * HBYTES a side (words, but for the running sums). Only the thread itself
+ * each one input row, in planes across the block's T threads so that a
+ * warp's accesses to one plane are consecutive (no bank conflicts). The
+ * own bytes are NV vectors of VB bytes (one 16- or 8-byte copy where Q * C
+ * allows), then the halo, as NH vectors of HBYTES a side (words, but for
+ * the running sums). Vectors wider than a word may cover more than the SW
+ * halo words, PADW words a side, fetched and never read: the running sums'
+ * rows are whole 16-byte vectors on the fast path (h.aligned: the row's
+ * bytes and x * C multiples of 16), so the fast path's test for SW words
+ * keeps the padded vectors inside the row too. Only the thread itself
  * writes and reads its slots, so no barrier is needed:
  * cp.async.wait_group orders its own copies. */
 template <int C, int Q, int M, int S = kSlots4<M>, int HBYTES = 4> struct ring4 {
     using R = row4<C, Q, M>;
     static constexpr int VB = R::OWN == 4 ? 16 : R::OWN == 2 ? 8 : 4, NV = R::OWN * 4 / VB;
     /* the halo on either side as NH vectors of HB bytes (4: words) */
-    static constexpr int HB = HBYTES, NH = R::SW * 4 / HB;
-    static_assert(NH * HB == R::SW * 4 && HB <= VB, "whole halo vectors, as aligned as the own ones");
+    static constexpr int HB = HBYTES, NH = (R::SW * 4 + HB - 1) / HB, PADW = NH * HB / 4 - R::SW;
+    static_assert(HB <= VB && (PADW == 0 || VB == 16), "halo vectors as aligned as the own ones");
     unsigned own0, halo0;  /* shared addresses of this thread's first vector and word */
     unsigned T;            /* the block's threads */
     /* base: the ring's shared address; t: this thread */
@@ -1417,7 +1421,9 @@ __device__ __forceinline__ void conv2d_lds_words(unsigned *o, unsigned at)
         asm volatile("ld.shared.u32 %0, [%1];" : "=r"(o[0]) : "r"(at) : "memory");
 }
 
-/* A slot's words back into registers, in row order: halo, own, halo. */
+/* A slot's words back into registers, in row order: halo, own, halo
+ * (the padding words, the first PADW of the left halo's vectors and the
+ * last PADW of the right's, dropped). */
 template <class G>
 __device__ __forceinline__ void conv2d_read4(const G &ring, int slot, unsigned (&w)[G::R::NWD])
 {
@@ -1425,8 +1431,17 @@ __device__ __forceinline__ void conv2d_read4(const G &ring, int slot, unsigned (
     constexpr int HW = G::HB / 4;  /* words of a halo vector */
 #pragma unroll
     for (int s = 0; s < G::NH; s++) {
-        conv2d_lds_words<G::HB>(&w[s * HW], ring.halo(slot, s));
-        conv2d_lds_words<G::HB>(&w[R::SW + R::OWN + s * HW], ring.halo(slot, G::NH + s));
+        unsigned v[2][HW];
+        conv2d_lds_words<G::HB>(v[0], ring.halo(slot, s));
+        conv2d_lds_words<G::HB>(v[1], ring.halo(slot, G::NH + s));
+#pragma unroll
+        for (int i = 0; i < HW; i++) {
+            const int left = s * HW + i - G::PADW, right = s * HW + i;  /* halo words */
+            if (left >= 0)
+                w[left] = v[0][i];
+            if (right < R::SW)
+                w[R::SW + R::OWN + right] = v[1][i];
+        }
     }
 #pragma unroll
     for (int v = 0; v < G::NV; v++)
@@ -1783,12 +1798,28 @@ __host__ __device__ constexpr int conv2d_ring_slots4(int M, int DP)
 }
 
 /* The bytes of each copy of the halo: 4 (words, each kernel but the
- * running sums'), else the widest that divides the halo and the own bytes
- * (9x9: one 16-byte copy a side instead of 4 words). */
+ * running sums'), else the narrowest of 4, 8 and 16 that takes the fewest
+ * copies, the halo padded to whole copies (ring4's PADW): 7x7 and 11x11 to
+ * 15x15 take one or two 16-byte copies a side instead of 3 to 7 words or
+ * three 8-byte copies, 5x5 one 8-byte copy. The time grew with the copies:
+ * box9 (one a side) 0.267 ms, box13 (three) 0.370, box11 (five) 0.409 on
+ * the H100. */
 __host__ __device__ constexpr int conv2d_halo_bytes4(int C, int Q, int M, int DP)
 {
-    const int sw = 4 * conv2d_halo4_words(C, M), own = Q * C;
-    return DP != kRunning4 ? 4 : sw % 16 == 0 && own % 16 == 0 ? 16 : sw % 8 == 0 && own % 8 == 0 ? 8 : 4;
+    const int sw = 4 * conv2d_halo4_words(C, M);
+    int best = 4;
+    for (int b = 8; b <= 16 && DP == kRunning4 && Q * C % b == 0; b *= 2)
+        if ((sw + b - 1) / b < (sw + best - 1) / best)
+            best = b;
+    return best;
+}
+
+/* The shared bytes of one slot of a thread's ring: its own bytes and both
+ * halos, padded to whole copies. */
+__host__ __device__ constexpr int conv2d_slot_bytes4(int C, int Q, int M, int DP)
+{
+    const int hb = conv2d_halo_bytes4(C, Q, M, DP);
+    return Q * C + 2 * ((4 * conv2d_halo4_words(C, M) + hb - 1) / hb) * hb;
 }
 
 /* The column sums of a thread's Q outputs, lane pairs (R, B) and (G, A). */
@@ -3108,7 +3139,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.lq = (L + Q - 1) / Q;
     if (version == 4) {  /* each thread's ring of rows */
         pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
-                     conv2d_ring4_words(C, Q, mw) * sizeof(unsigned);
+                     conv2d_slot_bytes4(C, Q, mw, pl->v->ws);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
