@@ -138,20 +138,50 @@ static double halo_overhead(const conv2d_launch *p)
            ((double)p->tile_width * p->tile_height);
 }
 
-/* Default tile: the highest theoretical occupancy the occupancy API reports,
- * then the least halo overhead, then the larger tile. Widths are multiples
- * of 16 so that a row of the tile is read with coalesced accesses. The
- * direct version takes the most threads per block first: its kernels are
- * built for blocks of 256 threads (registers capped for 2 or 3 such blocks
- * an SM), and one that needs fewer registers than its cap reports a higher
- * occupancy for smaller blocks, which ran slower (gray gaussian3 with its
- * 71 registers: 128x64, 44%, 0.074 ms; 256x64, 38%, 0.065 ms). */
+/* A candidate tile and what the occupancy API says of it. */
+typedef struct {
+    int width, height, threads;
+    double occupancy, overhead;
+} tile_candidate;
+
+/* Whether tile a beats tile b: the higher theoretical occupancy, then the
+ * less halo overhead, then the larger tile. The direct version takes the
+ * most threads per block first, among tiles whose occupancy is within a
+ * fifth of the best one's: its kernels are built for blocks of 256 threads
+ * (registers capped for 2 or 3 such blocks an SM), and one that needs fewer
+ * registers than its cap reports a higher occupancy for smaller blocks,
+ * which ran slower (gray gaussian3 with its 71 registers: 128x64, 44%,
+ * 0.074 ms; 256x64, 38%, 0.065 ms); but where shared memory bounds the
+ * blocks an SM, the largest block can fall further behind, and then ran
+ * slower itself (the RGBA box masks' running sums, whose rings take 256 to
+ * 640 bytes a thread: box5, 256x64, 12%, 0.326 ms; 128x64, 19%, 0.303 ms;
+ * box11, 256x64, 12%, 0.432 ms; 128x64, 16%, 0.384 ms). */
+static int tile_beats(int version, const tile_candidate *a, const tile_candidate *b,
+                      double best_occupancy)
+{
+    if (version == GF_CONV_DIRECT && a->threads != b->threads) {
+        const double floor = 0.8 * best_occupancy - 1e-9;
+        if ((a->occupancy >= floor) != (b->occupancy >= floor))
+            return a->occupancy >= floor;
+        return a->threads > b->threads;
+    }
+    if (fabs(a->occupancy - b->occupancy) > 1e-9)
+        return a->occupancy > b->occupancy;
+    if (fabs(a->overhead - b->overhead) > 1e-9)
+        return a->overhead < b->overhead;
+    return a->width * a->height > b->width * b->height;
+}
+
+/* Default tile: the best of the tiles that launch (tile_beats). Widths are
+ * multiples of 16 so that a row of the tile is read with coalesced
+ * accesses. */
 static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
 {
     static const int widths[] = {8, 16, 32, 64, 128, 256};
     static const int heights[] = {1, 2, 4, 8, 16, 32, 64};
-    double best_occupancy = -1.0, best_overhead = 0.0;
-    int best_w = 0, best_h = 0, best_threads = 0;
+    tile_candidate cand[sizeof widths / sizeof widths[0] * (sizeof heights / sizeof heights[0])];
+    size_t n = 0;
+    double best_occupancy = 0.0;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         for (size_t j = 0; j < sizeof heights / sizeof heights[0]; j++) {
             conv2d_launch c = *p;
@@ -167,29 +197,21 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
                 return -1;
             if (info.blocks_per_sm == 0)
                 continue;
-            double overhead = halo_overhead(&c);
-            int better = info.occupancy > best_occupancy + 1e-9 ||
-                         (fabs(info.occupancy - best_occupancy) <= 1e-9 &&
-                          (overhead < best_overhead - 1e-9 ||
-                           (fabs(overhead - best_overhead) <= 1e-9 &&
-                            c.tile_width * c.tile_height > best_w * best_h)));
-            if (version == GF_CONV_DIRECT && threads != best_threads)
-                better = threads > best_threads;
-            if (better) {
-                best_threads = threads;
-                best_occupancy = info.occupancy;
-                best_overhead = overhead;
-                best_w = c.tile_width;
-                best_h = c.tile_height;
-            }
+            cand[n++] = (tile_candidate){c.tile_width, c.tile_height, threads, info.occupancy,
+                                         halo_overhead(&c)};
+            best_occupancy = fmax(best_occupancy, info.occupancy);
         }
-    if (best_w == 0) {
+    if (n == 0) {
         gf_set_error("no tile of the %s kernel fits a %dx%d mask on %s",
                      conv2d_version_name(version), p->mask_width, p->mask_height, b->prop.name);
         return -2;
     }
-    p->tile_width = best_w;
-    p->tile_height = best_h;
+    size_t best = 0;
+    for (size_t k = 1; k < n; k++)
+        if (tile_beats(version, &cand[k], &cand[best], best_occupancy))
+            best = k;
+    p->tile_width = cand[best].width;
+    p->tile_height = cand[best].height;
     return 0;
 }
 
