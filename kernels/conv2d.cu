@@ -1299,10 +1299,12 @@ template <int C, int Q, int M> struct row4 {
 /* Rows a thread keeps in its ring in shared memory: kSlots4 - 1 of them
  * fetched ahead of the one it converts; 4 for masks over 7x7, whose rows
  * are 15 words and take long enough to compute (8 would need 123 KB of
- * shared memory for a block of 256 threads). */
+ * shared memory for a block of 256 threads); 3 past 15x15 (the running
+ * sums alone: 36 words a row for 31x31, twice over, 216 KB for 256
+ * threads). */
 __host__ __device__ constexpr int conv2d_slots4(int M)
 {
-    return M > 7 ? 4 : 8;
+    return M > 15 ? 3 : M > 7 ? 4 : 8;
 }
 template <int M> constexpr int kSlots4 = conv2d_slots4(M);
 
@@ -1773,7 +1775,7 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
 }
 
 /* ---- version 4, box masks as running sums on RGBA ---------------------------
- * Masks of ones over an odd integer, 5x5 to 15x15 (box5, box9, box15).
+ * Masks of ones over an odd integer, 5x5 to 31x31 (box5, box9, box15).
  * Output row j's column sums are row j - 1's plus the row pass of the input
  * row that enters the window minus that of the one that leaves it, M rows
  * up: the leaving row is fetched again (from L1 or L2: the thread fetched
@@ -1786,8 +1788,12 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
  * lanes of a word at once: the column sums stay below M^2 x 255 < 2^16
  * (M <= 15), so whatever borrows pass between the lanes along the way
  * (differences are negative), the final lanes are the exact sums (addition
- * mod 2^32 is exact, and each lane's result is in 0..65535). Exact integer
- * sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
+ * mod 2^32 is exact, and each lane's result is in 0..65535). From 17x17 on
+ * the column sums pass 16 bits (31 x 31 x 255 < 2^18), and only the row
+ * passes stay in lanes (M x 255 < 2^16): each change of a column sum, the
+ * difference of two row passes, splits into its two signed lanes (exact:
+ * each lies within +-M x 255), added to one 32-bit sum per channel. Exact
+ * integer sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
 constexpr int kRunning4 = kGradient4 + kGradientKinds4;
 
 /* The slots of a kernel's ring: kSlots4 for the rows ahead, and as many
@@ -1823,8 +1829,22 @@ __host__ __device__ constexpr int conv2d_slot_bytes4(int C, int Q, int M, int DP
 }
 
 /* The column sums of a thread's Q outputs, lane pairs (R, B) and (G, A). */
-template <int Q> struct conv2d_running4 {
-    unsigned col[Q][2];
+/* The column sums of a thread's Q outputs: lane pairs (R, B) and (G, A)
+ * up to 15x15; past it (WIDE) one sum per channel, R, G, B, A, kept as the
+ * bits of the float 2^23 + the sum (0 <= sum < 2^23). */
+template <int Q, int M> struct conv2d_running4 {
+    static constexpr bool WIDE = M > 15;
+    unsigned col[Q][WIDE ? 4 : 2];
+    __device__ static conv2d_running4 start()
+    {
+        conv2d_running4 st;
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int c = 0; c < (WIDE ? 4 : 2); c++)
+                st.col[q][c] = WIDE ? 0x4B000000u : 0u;
+        return st;
+    }
 };
 
 /* The column sums of output row r - (M - 1) from those of the row before:
@@ -1833,7 +1853,7 @@ template <int Q> struct conv2d_running4 {
 template <int Q, int M>
 __device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M - 1],
                                                     const unsigned (&out)[Q + M - 1],
-                                                    conv2d_running4<Q> &st)
+                                                    conv2d_running4<Q, M> &st)
 {
     constexpr int N = Q + M - 1;
 #pragma unroll
@@ -1856,7 +1876,15 @@ __device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M -
                 sa += a[q + M - 1] - a[q - 1];
                 sb += b[q + M - 1] - b[q - 1];
             }
-            st.col[q][l] += sa - sb;
+            const unsigned d = sa - sb;
+            if constexpr (conv2d_running4<Q, M>::WIDE) {
+                /* its lanes, signed: channels l and l + 2 */
+                const int lo = (short)(d & 0xFFFFu), hi = ((int)d - lo) >> 16;
+                st.col[q][l] += lo;
+                st.col[q][l + 2] += hi;
+            } else {
+                st.col[q][l] += d;
+            }
         }
     }
 }
@@ -1864,15 +1892,21 @@ __device__ __forceinline__ void conv2d_running_row4(const unsigned (&in)[Q + M -
 /* Output row r - (M - 1) from the column sums, as conv2d_value returns it:
  * rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp: in range), the sum from
  * 2^23 + its lane by a FADD. */
-template <int CF, int Q>
-__device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q> &st, float mul,
+template <int CF, int Q, int M>
+__device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q, M> &st, float mul,
                                                        float (&fv)[Q][CF])
 {
 #pragma unroll
     for (int q = 0; q < Q; q++)
 #pragma unroll
-        for (int c = 0; c < CF; c++)
-            fv[q][c] = __fmaf_rn(__fadd_rn(conv2d_lane_float(st.col[q], c), -kMagic), mul, kMagic);
+        for (int c = 0; c < CF; c++) {
+            float v;
+            if constexpr (conv2d_running4<Q, M>::WIDE)
+                v = __uint_as_float(st.col[q][c]);
+            else
+                v = conv2d_lane_float(st.col[q], c);
+            fv[q][c] = __fmaf_rn(__fadd_rn(v, -kMagic), mul, kMagic);
+        }
 }
 
 /* MODE of conv2d_body4 that tests h.mode at each output (one loop for all) */
@@ -1971,10 +2005,10 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
          * kernels of one quick mode each) */
         constexpr bool cascade = DP == kBinomial4 || DP == kBox4;
         static_assert((!cascade && !box_run && !IN_RANGE) || quick, "quick outputs only");
-        static_assert(!box_run || (C == 4 && K == 1 && MODE == MODE_DIV_ODD && IN_RANGE && M <= 15 &&
+        static_assert(!box_run || (C == 4 && K == 1 && MODE == MODE_DIV_ODD && IN_RANGE && M <= 31 &&
                                    Q * C == 16 && R::SW == R::RAD),
                       "RGBA box masks over an odd integer, in range, 4 pixels a thread");
-        [[maybe_unused]] conv2d_running4<Q> sums = {};
+        [[maybe_unused]] conv2d_running4<Q, M> sums = conv2d_running4<Q, M>::start();
         /* the gradient pairs in lanes: their own row passes and outputs */
         constexpr bool gradient = conv2d_gradient4(DP);
         static_assert(!gradient || (C == 4 && K == 2 && M == 3 && MODE == MODE_PRESCALED_NO_OFFSET),
@@ -2025,7 +2059,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 conv2d_running_row4<Q, M>(mine, leaving, sums);
                 if (r >= M - 1) {  /* output row r - (M - 1) */
                     float fv[Q][CF];
-                    conv2d_running_finish4<CF, Q>(sums, mul[0], fv);
+                    conv2d_running_finish4<CF, Q, M>(sums, mul[0], fv);
                     if (wide) {
                         unsigned given[Q * C / 4];  /* the copied channels' source words */
                         if constexpr (CF < C) {
@@ -2272,6 +2306,8 @@ __host__ __device__ constexpr bool conv2d_strips_ok4(int C, int M, int DP)
 template <int C, int CF, int K, int M, int DP>
 constexpr int conv2d_min_blocks4()
 {
+    if (DP == kRunning4 && M > 15)
+        return 1;  /* up to 255: 2 x 36 words a row; shared memory allows 1 block of 256 */
     if (DP && M == 3 && K == 1 && C == 4 && CF == 3)
         return 3;  /* fits 80 without spilling; RGBA with alpha filtered would not */
     if (conv2d_gradient4(DP))
@@ -2579,7 +2615,8 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     /* box masks as running sums on RGBA, 4 pixels a thread */
     CONV2D_V4RUN(5), CONV2D_V4RUN(7), CONV2D_V4RUN(9), CONV2D_V4RUN(11), CONV2D_V4RUN(13),
-    CONV2D_V4RUN(15),
+    CONV2D_V4RUN(15), CONV2D_V4RUN(17), CONV2D_V4RUN(19), CONV2D_V4RUN(21), CONV2D_V4RUN(23),
+    CONV2D_V4RUN(25), CONV2D_V4RUN(27), CONV2D_V4RUN(29), CONV2D_V4RUN(31),
     /* gray box masks of 11x11 to 15x15 on the column of ones */
     CONV2D_V4X(1, 1, 1, 11, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(1, 1, 1, 13, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
@@ -3291,7 +3328,9 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kSeparable4:  return "separable integer";
     case kBinomial4:   return "separable integer, binomial column, no clamp";
     case kBox4:        return "separable integer, column of ones, no clamp";
-    case kRunning4:    return "box, running sums in 16-bit lanes, no clamp";
+    case kRunning4:
+        return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
+                             : "box, running sums in 16-bit lanes, no clamp";
     case 0:            return "float";
     default:           return "gradient pair, 16-bit lanes";
     }

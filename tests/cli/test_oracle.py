@@ -709,16 +709,18 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
 
 
 # box masks (ones over an odd integer at least their count) on the direct
-# version's running sums in 16-bit lanes: RGBA 5x5 to 15x15, alpha filtered
+# version's running sums in 16-bit lanes: RGBA 5x5 to 31x31, alpha filtered
 # and copied (gray box masks keep the separable integer path's column of
-# ones). Both widths of DIRECT_WIDTHS: 203 puts every row off the fast path
-# (rows not 16-byte aligned), 208 only the edge columns; the scale is the
-# count at one and 18 over it at the other. The image has blocks of 255
-# (the largest sums: 255 x 225 in a lane for 15x15) and of 0 at two corners
-# and across its middle, so that the sums entering and leaving the windows
-# take both extremes.
+# ones to 15x15, and the direct version refuses them past it). Both widths
+# of DIRECT_WIDTHS: 203 puts every row off the fast path (rows not 16-byte
+# aligned), 208 only the edge columns; the scale is the count at one and 18
+# over it at the other. The image has blocks of 255 (the largest sums: 255
+# x 225 in a lane for 15x15, 255 x 961 = 245055 in a channel's 32-bit sum
+# for 31x31) and of 0 at two corners and across its middle, so that the
+# sums entering and leaving the windows take both extremes.
 RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
-RUNNING_SIZES = [5, 7, 9, 11, 13, 15]
+RUNNING_WIDE_PATH = "box, running sums, rows in 16-bit lanes, no clamp"  # from 17x17 on
+RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
 
 
 @pytest.mark.cuda_only
@@ -733,15 +735,19 @@ def test_cuda_direct_running_box(gf, rng, tmp_path, layout, size, border, width)
     path = tmp_path / "box.mask"
     path.write_text(text)
     img = random_image(rng, width, 131, channels)
-    img[:20, :20] = 255
-    img[-20:, -20:] = 0
-    img[60:75, :] = 255
-    img[75:90, 50:] = 0
+    corner, band = max(20, size + 5), max(15, size)  # past a window's side
+    img[:corner, :corner] = 255
+    img[-corner:, -corner:] = 0
+    img[60:60 + band, :] = 255
+    img[60 + band:60 + 2 * band, 50:] = 0
+    if layout == "gray" and size > 15:
+        assert_direct_refuses(gf, tmp_path, img, path, border)
+        return
     extra = ["--kernel", "direct", "-v"] + (["--filter-alpha"] if layout == "rgba-filter-alpha" else [])
     src = write_png(tmp_path / "in.png", img)
     out = tmp_path / "out.png"
     r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out).ok()
-    kind = ONES_PATH if layout == "gray" else RUNNING_PATH
+    kind = ONES_PATH if layout == "gray" else RUNNING_PATH if size <= 15 else RUNNING_WIDE_PATH
     assert f"x{channels} ({kind}): tile" in r.err, r.describe()
     got = read_png(out)
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu",
