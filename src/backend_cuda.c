@@ -146,23 +146,23 @@ typedef struct {
 
 /* Whether tile a beats tile b: the higher theoretical occupancy, then the
  * less halo overhead, then the larger tile. The direct version takes the
- * most threads per block first, among tiles whose occupancy is within a
- * fifth of the best one's: its kernels are built for blocks of 256 threads
- * (registers capped for 2 or 3 such blocks an SM), and one that needs fewer
- * registers than its cap reports a higher occupancy for smaller blocks,
- * which ran slower (gray gaussian3 with its 71 registers: 128x64, 44%,
- * 0.074 ms; 256x64, 38%, 0.065 ms); but where shared memory bounds the
- * blocks an SM, the largest block can fall further behind, and then ran
- * slower itself (the RGBA box masks' running sums, whose rings take 256 to
- * 640 bytes a thread: box5, 256x64, 12%, 0.326 ms; 128x64, 19%, 0.303 ms;
- * box11, 256x64, 12%, 0.432 ms; 128x64, 16%, 0.384 ms). */
+ * most threads per block first, among the tiles less than a fifth below
+ * the best occupancy. Its kernels are built for blocks of 256 threads
+ * (registers capped for 2 or 3 such blocks an SM), and one that needs
+ * fewer registers than its cap reports a higher occupancy for smaller
+ * blocks, which ran slower (gray gaussian3 with its 71 registers: 128x64,
+ * 44%, 0.074 ms; 256x64, 38%, 0.065 ms). But where shared memory bounds the
+ * blocks an SM, the larger blocks can fall a fifth behind or more, and ran
+ * slower themselves (the RGBA box masks' running sums, whose rings take
+ * 384 to 864 bytes a thread: box5, 256x64, 12.5%, 0.326 ms; 128x64, 19%,
+ * 0.303 ms; box11, 256x64, 12.5%, 0.432 ms; 128x64, 15.6%, 0.384 ms). */
 static int tile_beats(int version, const tile_candidate *a, const tile_candidate *b,
                       double best_occupancy)
 {
     if (version == GF_CONV_DIRECT && a->threads != b->threads) {
-        const double floor = 0.8 * best_occupancy - 1e-9;
-        if ((a->occupancy >= floor) != (b->occupancy >= floor))
-            return a->occupancy >= floor;
+        const double floor = 0.8 * best_occupancy + 1e-9;  /* a fifth below the best: out */
+        if ((a->occupancy > floor) != (b->occupancy > floor))
+            return a->occupancy > floor;
         return a->threads > b->threads;
     }
     if (fabs(a->occupancy - b->occupancy) > 1e-9)
