@@ -170,6 +170,15 @@
  *               slots ahead instead of four for the running sums from
  *               11x11 on (two blocks an SM instead of one) was no
  *               faster (box15 0.587 -> 0.639 ms) and was not kept.
+ *               Twelfth round: the running sums' halo in 16-byte
+ *               copies, padded to whole vectors (box7 0.33 -> 0.26 ms,
+ *               box11 0.41 -> 0.34, box13 0.37 -> 0.35, box15 0.58 ->
+ *               0.49); RGBA box masks of 17x17 to 31x31 as running sums
+ *               with 32-bit column sums a channel (box17 1.59 ms on
+ *               version 3 -> 0.60, box31 2.53 -> 1.22); 8 pixels a
+ *               thread for those was slower (box31 1.28 ms) and was not
+ *               kept. From 15x15 on L1/TEX is the busiest unit (74-78%,
+ *               ncu): each thread copies and reads back its own halo.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -218,7 +227,12 @@
  *              lanes reach. 15x15: rows of 18 words instead of 12 and
  *              first sums of 15 pixels instead of 9: ~55, still not
  *              issue-bound (measured: 31% of the copy rate, at 128
- *              registers with a spill and with 4-byte halo copies).
+ *              registers with a spill and with 4-byte halo copies; 37%
+ *              with 16-byte ones). 31x31, 32-bit column sums: (68 + 68
+ *              splitting + 2 x 2 x 31 first sums + 40 column sums) / 4
+ *              + ~20 = ~95: ~350 Gpx/s of issue, but the halo copies
+ *              and reads, ~144 B of L1/TEX a pixel, bound it (measured
+ *              15%, L1/TEX 78% busy).
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -1775,7 +1789,7 @@ __device__ __forceinline__ void conv2d_gradient_finish4(const unsigned (&gx)[Q][
 }
 
 /* ---- version 4, box masks as running sums on RGBA ---------------------------
- * Masks of ones over an odd integer, 5x5 to 31x31 (box5, box9, box15).
+ * Masks of ones over an odd integer, 5x5 to 31x31 (box5, box9, box15, box31).
  * Output row j's column sums are row j - 1's plus the row pass of the input
  * row that enters the window minus that of the one that leaves it, M rows
  * up: the leaving row is fetched again (from L1 or L2: the thread fetched
@@ -1828,7 +1842,6 @@ __host__ __device__ constexpr int conv2d_slot_bytes4(int C, int Q, int M, int DP
     return Q * C + 2 * ((4 * conv2d_halo4_words(C, M) + hb - 1) / hb) * hb;
 }
 
-/* The column sums of a thread's Q outputs, lane pairs (R, B) and (G, A). */
 /* The column sums of a thread's Q outputs: lane pairs (R, B) and (G, A)
  * up to 15x15; past it (WIDE) one sum per channel, R, G, B, A, kept as the
  * bits of the float 2^23 + the sum (0 <= sum < 2^23). */

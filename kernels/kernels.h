@@ -43,7 +43,8 @@ typedef struct {
      *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, on 1 or
      *     4 channels 9x9 to 15x15 masks that factor as an integer column
      *     times a row of -128..127 and 15x15 masks of integer weights of
-     *     -128..127, 3x3 gradient pairs combined by magnitude; host
+     *     -128..127, on RGBA box masks of ones over an odd integer to
+     *     31x31, 3x3 gradient pairs combined by magnitude; host
      *     weights required; RGB has no 7x7): one tile per block, each
      *     thread R rows x Q columns (R = 32 from 9x9 on, 16 for RGBA 5x5,
      *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
@@ -84,7 +85,7 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
  * binomial and box kernels included, and the running sums of RGBA box
- * masks), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and Scharr pairs on
+ * masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and Scharr pairs on
  * RGBA (16-bit lanes); 0 for its float path or a launch it cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
 int conv2d_direct_integer(const conv2d_launch *p);
@@ -92,7 +93,8 @@ int conv2d_direct_integer(const conv2d_launch *p);
  * "float", "DP4A", "DP2A", "separable integer", with its binomial-column
  * or column-of-ones kernel named, and "no clamp" for the kernels of masks
  * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
- * clamp" or "gradient pair, 16-bit lanes"; NULL when it cannot run the
+ * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp")
+ * or "gradient pair, 16-bit lanes"; NULL when it cannot run the
  * launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
