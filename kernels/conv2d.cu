@@ -1339,6 +1339,7 @@ template <int C, int Q, int M, int S = kSlots4<M>, int HBYTES = 4> struct ring4 
     static constexpr int VB = R::OWN == 4 ? 16 : R::OWN == 2 ? 8 : 4, NV = R::OWN * 4 / VB;
     /* the halo on either side as NH vectors of HB bytes (4: words) */
     static constexpr int HB = HBYTES, NH = (R::SW * 4 + HB - 1) / HB, PADW = NH * HB / 4 - R::SW;
+    static constexpr int SLOT_BYTES = R::OWN * 4 + 2 * NH * HB;  /* one slot, both halos */
     static_assert(HB <= VB && (PADW == 0 || VB == 16), "halo vectors as aligned as the own ones");
     unsigned own0, halo0;  /* shared addresses of this thread's first vector and word */
     unsigned T;            /* the block's threads */
@@ -1968,9 +1969,11 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     /* the box masks' running sums: rows leaving the sums in slots S .. 2S - 1 */
     constexpr bool box_run = DP == kRunning4;
     constexpr int S = kSlots4<M>;
-    const ring4<C, Q, M, conv2d_ring_slots4(M, DP), conv2d_halo_bytes4(C, Q, M, DP)> ring(
-        (unsigned)__cvta_generic_to_shared(conv2d_shared4), threadIdx.y * blockDim.x + threadIdx.x,
-        blockDim.x * blockDim.y);
+    using G = ring4<C, Q, M, conv2d_ring_slots4(M, DP), conv2d_halo_bytes4(C, Q, M, DP)>;
+    static_assert(G::SLOT_BYTES == conv2d_slot_bytes4(C, Q, M, DP),
+                  "the host sizes the ring (conv2d_make_plan) as the kernel lays it out");
+    const G ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
+                 threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
     const unsigned char *const column = h.src + (size_t)x * C;  /* the thread's bytes of row 0 */
     /* inside: the next row to fetch, one row further at each fetch (a
      * pointer add, with the halo copies at constant offsets from it), except
@@ -3279,7 +3282,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
                (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4))) {
-        h.mode = MODE_DIV_ODD;  /* box3, box5..15: one FFMA per output instead of a division */
+        h.mode = MODE_DIV_ODD;  /* box3, box5..31: one FFMA per output instead of a division */
     }
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;

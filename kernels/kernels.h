@@ -85,8 +85,9 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
  * binomial and box kernels included, and the running sums of RGBA box
- * masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and Scharr pairs on
- * RGBA (16-bit lanes); 0 for its float path or a launch it cannot run. */
+ * masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
+ * Scharr pairs on RGBA (16-bit lanes); 0 for its float path or a launch it
+ * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
 int conv2d_direct_integer(const conv2d_launch *p);
 /* The arithmetic path the direct version runs this launch on, for -v:
