@@ -325,8 +325,9 @@ static void parse_options(int argc, char **argv)
 }
 
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
- * direct version: the widest Wx64 it runs with 256 threads, two warps of
- * threads across and 4 down at 16 rows a thread). */
+ * direct version: the widest Wx64 it runs with 256 threads on the first
+ * arithmetic path that such a tile runs, conv2d_path_rank, as the tool's
+ * automatic tile keeps to it). */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;
@@ -335,14 +336,18 @@ static void tile_of(int version, conv2d_launch *q)
         q->tile_width = g_opt.version_tile[2 * version];
         q->tile_height = g_opt.version_tile[2 * version + 1];
     } else if (version == 4 && !g_opt.tile_given) {
+        int best = 0, best_rank = 0;
         for (int w = 512; w >= 8; w /= 2) {
             q->tile_width = w;
             q->tile_height = 64;
-            if (conv2d_supports(version, q) && conv2d_block_threads(version, q) == 256)
-                return;
+            if (conv2d_supports(version, q) && conv2d_block_threads(version, q) == 256 &&
+                (best == 0 || conv2d_path_rank(version, q) < best_rank)) {
+                best = w;
+                best_rank = conv2d_path_rank(version, q);
+            }
         }
-        q->tile_width = g_opt.tile_width;
-        q->tile_height = g_opt.tile_height;
+        q->tile_width = best ? best : g_opt.tile_width;
+        q->tile_height = best ? 64 : g_opt.tile_height;
     }
 }
 

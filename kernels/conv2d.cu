@@ -179,6 +179,19 @@
  *               thread for those was slower (box31 1.28 ms) and was not
  *               kept. From 15x15 on L1/TEX is the busiest unit (74-78%,
  *               ncu): each thread copies and reads back its own halo.
+ *               Thirteenth round: box masks as prefix sums across a
+ *               warp (kBoxScan4): each lane reads only its own 16 bytes
+ *               of the entering and the leaving row and keeps their
+ *               column sums; a row's window sums are differences of the
+ *               warp's prefix sums of those, shuffled between lanes, so
+ *               neither the halo nor the work grows with the mask. Lanes
+ *               off an aligned image take their sums from the lanes they
+ *               mirror: their bytes gathered at a memory latency a row
+ *               had made the edge warps set the time (gray box31 0.54
+ *               ms; 0.14 without). Gray box9 0.137 ms -> ~0.10, box15
+ *               0.34 -> ~0.11, box31 0.78 (version 3) -> ~0.14; RGBA
+ *               box15 0.49 -> 0.34, box31 1.22 -> 0.43. Below 9x9 (gray)
+ *               and 15x15 (RGBA) the older paths stay faster.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -233,6 +246,19 @@
  *              + ~20 = ~95: ~350 Gpx/s of issue, but the halo copies
  *              and reads, ~144 B of L1/TEX a pixel, bound it (measured
  *              15%, L1/TEX 78% busy).
+ *     version 4's prefix sums across a warp, per row and lane of 16
+ *              values (4 RGBA or 16 gray pixels): 2 16-byte loads, ~24
+ *              column sums in 16-bit lanes, 16 widening, ~15 prefix
+ *              sums in the lane, 5 x 3 a channel across the lanes, 16
+ *              offsets, 2 shuffles + 3 a value for the windows and the
+ *              finish, ~12 packing: ~240 for RGBA (4 channels), ~200
+ *              for gray, whatever the mask; the warp's outputs are 32 x
+ *              16 / C pixels less the 2 M / 2 or so of its halo (RGBA
+ *              31x31: 96 of 128). RGBA ~2.5 instructions a pixel (~400
+ *              Gpx/s of issue), gray ~0.45: neither issue-bound; ncu
+ *              (31x31): DRAM 51-57%, SM 43-58%, 7-8 cycles between a
+ *              warp's instructions, 25-31% achieved occupancy at 80
+ *              registers: latency with one row fetched ahead.
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -2398,6 +2424,284 @@ __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, 
     }
 }
 
+
+/* ---- version 4, box masks as prefix sums across a warp ----------------------
+ * The running sums above copy each thread's halo, M - 1 pixels of every
+ * input row, twice (the entering and the leaving row) and read it back:
+ * ~144 B of L1/TEX a pixel at 31x31, the unit ncu found busiest (74-78%)
+ * from 15x15 on. Here the sums go the other way round. Each lane of a warp
+ * reads only its own 16 bytes of the entering and the leaving row (Q =
+ * 16 / C pixels) and keeps their column sums, the sum of the last M rows,
+ * in 16-bit lanes (at most 31 x 255). The row pass then needs no halo of
+ * its own: the column sums, widened to 32 bits, become prefix sums along
+ * the warp's 32 Q pixels (within the lane, then across the lanes by 5
+ * shuffles a channel), and each window's sum is the prefix at its right
+ * end minus the one just before its left end, two shuffles of registers
+ * whose lane and slot the mask's size fixes. The work a pixel is the same
+ * for every M; the warp's first HL and last HR pixels only feed the windows
+ * of the OUT between them, so neighbouring warps overlap by HL + HR pixels.
+ * Exact integer sums, then MODE_DIV_ODD's FFMA: kBox4's bytes. */
+constexpr int kBoxScan4 = kRunning4 + 1;
+
+/* A warp's pixels left of its outputs (a window's M / 2 and the one before
+ * it) and right of them (M / 2), in whole lanes of Q = 16 / C pixels, and
+ * its outputs between them. */
+__host__ __device__ constexpr int conv2d_scan_left(int C, int M)
+{
+    return (M / 2 + 16 / C) / (16 / C) * (16 / C);
+}
+__host__ __device__ constexpr int conv2d_scan_right(int C, int M)
+{
+    return (M / 2 + 16 / C - 1) / (16 / C) * (16 / C);
+}
+__host__ __device__ constexpr int conv2d_scan_outputs(int C, int M)
+{
+    return 32 * (16 / C) - conv2d_scan_left(C, M) - conv2d_scan_right(C, M);
+}
+
+/* A lane's 16 bytes of image row y (-1: the constant border's zeros),
+ * pixels xs .. xs + 16 / C - 1: one load (tier 2: 16-byte aligned), four
+ * (tier 1: words), none (tier -1: a lane off the image whose column sums
+ * conv2d_scan_fix takes from the lanes it mirrors), or byte by byte through
+ * the border (tier 0: the edges otherwise, rows of other lengths), every
+ * load issued before the first is used. */
+template <int C>
+__device__ __forceinline__ uint4 conv2d_scan_load(const fast_header &h, int y, int xs, int tier)
+{
+    if (y < 0 || tier < 0)
+        return make_uint4(0u, 0u, 0u, 0u);
+    const unsigned char *row = h.src + (size_t)y * h.width * C;
+    if (tier == 2)
+        return __ldg(reinterpret_cast<const uint4 *>(row + (size_t)xs * C));
+    if (tier == 1) {
+        const unsigned *at = reinterpret_cast<const unsigned *>(row + (size_t)xs * C);
+        return make_uint4(__ldg(at), __ldg(at + 1), __ldg(at + 2), __ldg(at + 3));
+    }
+    int mx[16 / C];
+    unsigned v[16], w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int q = 0; q < 16 / C; q++)
+        mx[q] = gf_border_index(xs + q, h.width, (gf_border)h.border);
+#pragma unroll
+    for (int b = 0; b < 16; b++)  /* the constant border's pixels read pixel 0, then drop it */
+        v[b] = __ldg(row + (size_t)max(mx[b / C], 0) * C + b % C);
+#pragma unroll
+    for (int b = 0; b < 16; b++)
+        w[b / 4] |= (mx[b / C] < 0 ? 0u : v[b]) << (8 * (b % 4));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* The column sums of a lane's 16 values (value i: pixel i / C, channel
+ * i % C) plus the entering row minus the leaving one, in 16-bit lanes:
+ * cs[2w] holds values 4w and 4w + 2, cs[2w + 1] values 4w + 1 and 4w + 3.
+ * Each lane's result lies in 0..M x 255, so the 32-bit sums are exact
+ * whatever borrows pass between the lanes along the way. */
+__device__ __forceinline__ void conv2d_scan_columns(const uint4 &in, const uint4 &out, unsigned (&cs)[8])
+{
+    const unsigned i[4] = {in.x, in.y, in.z, in.w}, o[4] = {out.x, out.y, out.z, out.w};
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        cs[2 * w] += (i[w] & 0x00FF00FFu) - (o[w] & 0x00FF00FFu);
+        cs[2 * w + 1] += ((i[w] >> 8) & 0x00FF00FFu) - ((o[w] >> 8) & 0x00FF00FFu);
+    }
+}
+
+/* The column sums of the lanes wholly off an aligned image, from the
+ * pixels they mirror (MODE: nearest, reflect or mirror; the constant
+ * border's are the zeros such a lane keeps), which lie inside the warp's
+ * own columns when the image is at least 2 HL wide. The image's width and
+ * the warp's first pixel 'first' are multiples of Q, so the slot a
+ * lane's pixel s reads is the same in every such lane: a shuffle each,
+ * from the lane that holds it (one for the left edge, one for the right). */
+template <int C, int CF, int MODE>
+__device__ __forceinline__ void conv2d_scan_fix(unsigned (&pv)[16], int xs, int first, int width)
+{
+    constexpr int Q = 16 / C;
+    unsigned fixed[16];
+#pragma unroll
+    for (int s = 0; s < Q; s++) {
+        const int p = xs + s;
+        const int m = MODE == GF_BORDER_NEAREST ? (p < 0 ? 0 : width - 1)
+                      : MODE == GF_BORDER_REFLECT ? (p < 0 ? -1 - p : 2 * width - 1 - p)
+                                                  : (p < 0 ? -p : 2 * width - 2 - p);
+        const int from = min(max((m - first) / Q, 0), 31);  /* far past the edge: unread */
+        const int left = MODE == GF_BORDER_NEAREST ? 0 : MODE == GF_BORDER_REFLECT ? Q - 1 - s
+                                                                                        : (Q - s) % Q;
+        const int right = MODE == GF_BORDER_NEAREST ? Q - 1 : MODE == GF_BORDER_REFLECT
+                                                                     ? Q - 1 - s
+                                                                     : (2 * Q - 2 - s) % Q;
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            const unsigned l = __shfl_sync(0xFFFFFFFFu, pv[left * C + c], from);
+            const unsigned r = __shfl_sync(0xFFFFFFFFu, pv[right * C + c], from);
+            fixed[s * C + c] = p < 0 ? l : r;
+        }
+    }
+    if (xs < 0 || xs >= width)
+#pragma unroll
+        for (int s = 0; s < Q; s++)
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                pv[s * C + c] = fixed[s * C + c];
+}
+
+/* One output row from the column sums: the warp's prefix sums per channel,
+ * each window's sum the difference of two (exact: below 2^23, as the bits
+ * of the float 2^23 + sum), rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp:
+ * in range). Every lane of the warp takes part (the shuffles); only the
+ * output lanes' values are meant. */
+template <int C, int CF, int M>
+__device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], int lane, float mul,
+                                                float (&fv)[16], bool fix, int xs, int first,
+                                                const fast_header &h)
+{
+    constexpr int Q = 16 / C, R = M / 2;
+    unsigned pv[16];
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        pv[4 * w] = cs[2 * w] & 0xFFFFu;
+        pv[4 * w + 1] = cs[2 * w + 1] & 0xFFFFu;
+        pv[4 * w + 2] = cs[2 * w] >> 16;
+        pv[4 * w + 3] = cs[2 * w + 1] >> 16;
+    }
+    if (fix) {  /* the whole warp: an edge warp of an aligned image */
+        if (h.border == GF_BORDER_NEAREST)
+            conv2d_scan_fix<C, CF, GF_BORDER_NEAREST>(pv, xs, first, h.width);
+        else if (h.border == GF_BORDER_REFLECT)
+            conv2d_scan_fix<C, CF, GF_BORDER_REFLECT>(pv, xs, first, h.width);
+        else if (h.border == GF_BORDER_MIRROR)
+            conv2d_scan_fix<C, CF, GF_BORDER_MIRROR>(pv, xs, first, h.width);
+    }
+#pragma unroll
+    for (int i = C; i < 16; i++)  /* within the lane, per channel */
+        pv[i] += pv[i - C];
+#pragma unroll
+    for (int c = 0; c < CF; c++) {  /* across the lanes: the lanes before this one */
+        const unsigned total = pv[16 - C + c];
+        unsigned upto = total;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const unsigned t = __shfl_up_sync(0xFFFFFFFFu, upto, d);
+            if (lane >= d)
+                upto += t;
+        }
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+            pv[q * C + c] += upto - total;
+    }
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            /* the prefix at pixel q + R (lane + ao, slot as) minus the one at
+             * q - R - 1 (lane + bo, bo <= 0, slot bs) */
+            const int a = q + R, ao = a / Q, as = a % Q * C + c;
+            const int b = q - R - 1, bo = b >= 0 ? 0 : -((Q - 1 - b) / Q), bs = (b - bo * Q) * C + c;
+            const unsigned hi = ao ? __shfl_down_sync(0xFFFFFFFFu, pv[as], ao) : pv[as];
+            const unsigned lo = bo ? __shfl_up_sync(0xFFFFFFFFu, pv[bs], -bo) : pv[bs];
+            const float sum = __fadd_rn(__uint_as_float(hi - lo + 0x4B000000u), -kMagic);
+            fv[q * C + c] = __fmaf_rn(sum, mul, kMagic);
+        }
+}
+
+/* A lane's output bytes, its channels from CF on copied from the centre row
+ * ('given'): one 16-byte store where the row allows ('wide'), else byte by
+ * byte up to the image's right edge. */
+template <int C, int CF>
+__device__ __forceinline__ void conv2d_scan_store(unsigned char *o, bool wide, int pixels,
+                                                  const float (&fv)[16], const uint4 &given)
+{
+    const unsigned g[4] = {given.x, given.y, given.z, given.w};
+    unsigned word[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        unsigned b[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            b[j] = (4 * w + j) % C < CF ? __float_as_uint(fv[4 * w + j]) : g[w] >> (8 * j);
+        word[w] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+    }
+    if (wide) {
+        *reinterpret_cast<uint4 *>(o) = make_uint4(word[0], word[1], word[2], word[3]);
+        return;
+    }
+#pragma unroll
+    for (int b = 0; b < 16; b++)
+        if (b / C < pixels)
+            o[b] = (unsigned char)(word[b / 4] >> (8 * (b % 4)));
+}
+
+/* Each warp takes conv2d_scan_outputs(C, M) columns of output pixels and a
+ * strip of h.steps rows, walking down: input row k of the strip enters the
+ * column sums, row k - M leaves them, each fetched one step ahead into
+ * registers (the centre row too, where alpha is copied). The warps of the
+ * grid take the columns of the first strip, then of the next, and so on,
+ * whatever the block's size, so that no warp of a block is left without
+ * columns (8 warps a block and 18 columns of warps, gray 8192 wide: 6 idle
+ * warps in every third block, and 9% slower than blocks of 2). No shared
+ * memory and no barrier; the shuffles need whole warps (the host gives
+ * blocks of 32 to 256 threads, a multiple of 32). */
+template <int C, int CF, int M>
+__global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast_args<1> a)
+{
+    constexpr int Q = 16 / C, R = M / 2, HL = conv2d_scan_left(C, M), HR = conv2d_scan_right(C, M);
+    constexpr int OUT = conv2d_scan_outputs(C, M);
+    const fast_header &h = a.h;
+    const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+    const int lane = (int)(t & 31u);
+    const long long warp = (long long)blockIdx.x * ((blockDim.x * blockDim.y) >> 5) + (t >> 5);
+    const int columns = (h.width + OUT - 1) / OUT;  /* of warps */
+    const long long x0 = warp % columns * OUT;  /* the warp's first output pixel */
+    const long long strip = warp / columns;
+    if (strip >= (h.height + h.steps - 1) / h.steps)
+        return;  /* the whole warp */
+    const int y0 = (int)strip * h.steps;
+    const int rows = min(h.steps, h.height - y0);
+    const int xs = (int)x0 - HL + lane * Q;  /* the lane's first pixel */
+    const bool writes = lane >= HL / Q && lane < 32 - HR / Q && xs < h.width;
+    const size_t row_bytes = (size_t)h.width * C;
+    const bool inside = xs >= 0 && xs + Q <= h.width;
+    /* on an aligned image at least 2 HL wide, the lanes off it load nothing
+     * but the wrap border's: the pixels they mirror lie in the warp's own
+     * columns (conv2d_scan_fix), so no lane gathers bytes at a memory
+     * latency each, a row at a time (such edge warps set the kernel's time
+     * when they did) */
+    const bool mirrored = h.aligned && h.border != GF_BORDER_WRAP && h.width >= 2 * HL;
+    const int first = (int)x0 - HL;  /* the warp's first pixel */
+    const bool fix = mirrored && (first < 0 || first + 32 * Q > h.width);  /* the whole warp */
+    const int tier = inside ? (h.aligned ? 2 : h.flat && row_bytes % 4 == 0 ? 1 : 0) : mirrored ? -1 : 0;
+    const bool wide = inside && h.vec && row_bytes % 16 == 0;
+    const float mul = 1.0f / h.scale[0];
+    auto row_of = [&](int k) {  /* input row k of the strip: image row y0 - R + k */
+        const int y = y0 - R + k;
+        return y >= 0 && y < h.height ? y : gf_border_index(y, h.height, (gf_border)h.border);
+    };
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    const int in_rows = rows + M - 1;
+    uint4 in_next = conv2d_scan_load<C>(h, row_of(0), xs, tier), out_next = zero;
+    [[maybe_unused]] uint4 given_next = zero;
+    unsigned cs[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+    unsigned char *o = h.dst + (size_t)y0 * row_bytes + (size_t)max(xs, 0) * C;
+    for (int k = 0; k < in_rows; k++) {
+        const uint4 in = in_next, out = out_next;
+        [[maybe_unused]] const uint4 given = given_next;
+        if (k + 1 < in_rows) {
+            in_next = conv2d_scan_load<C>(h, row_of(k + 1), xs, tier);
+            out_next = k + 1 >= M ? conv2d_scan_load<C>(h, row_of(k + 1 - M), xs, tier) : zero;
+            if constexpr (CF < C)  /* output row k + 1 - (M - 1): inside the image */
+                if (k + 1 >= M - 1)
+                    given_next = conv2d_scan_load<C>(h, y0 + k + 2 - M, xs, tier);
+        }
+        conv2d_scan_columns(in, out, cs);
+        if (k >= M - 1) {  /* output row y0 + k - (M - 1) */
+            float fv[16];
+            conv2d_scan_row<C, CF, M>(cs, lane, mul, fv, fix, xs, first, h);
+            if (writes)
+                conv2d_scan_store<C, CF>(o, wide, h.width - xs, fv, given);
+            o += row_bytes;
+        }
+    }
+}
 }  /* namespace */
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -2488,6 +2792,7 @@ struct conv2d_variant {
 
 struct conv2d_plan {
     const conv2d_variant *v;
+    int path;  /* version 4: the place of v's arithmetic in conv2d_make_plan's order */
     fast_header h;
     float w[kParamWeights];
     int nw;
@@ -2521,6 +2826,14 @@ static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
     conv2d_fill(args, pl);
     return conv2d_start(conv2d_kernel4<C, CF, K, M, Q, ZERO, DP, MODE4>, pl.grid, pl.block, pl.shared,
                         stream, args);
+}
+
+template <int C, int CF, int M>
+static cudaError_t conv2d_run_scan4(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<1> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_scan_kernel4<C, CF, M>, pl.grid, pl.block, pl.shared, stream, args);
 }
 
 template <int C, int CF, bool WS>
@@ -2582,6 +2895,12 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 #define CONV2D_V4RUN(M)                                                                       \
     CONV2D_V4X(4, 3, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange),                       \
     CONV2D_V4X(4, 4, 1, M, 4, 0u, kRunning4, MODE_DIV_ODD + kInRange)
+/* box masks of M x M as prefix sums across a warp: gray, RGBA with alpha
+ * copied and filtered; one row of 16 / C pixels a thread */
+#define CONV2D_V4SCAN1(C, CF, M)                                                               \
+    {4, C, CF, 1, M, M, 1, 16 / C, kBoxScan4, 0u, (const void *)conv2d_scan_kernel4<C, CF, M>, \
+     conv2d_run_scan4<C, CF, M>, MODE_DIV_ODD + kInRange}
+#define CONV2D_V4SCAN(M) CONV2D_V4SCAN1(1, 1, M), CONV2D_V4SCAN1(4, 3, M), CONV2D_V4SCAN1(4, 4, M)
 /* M x M masks on the separable integer path in any scaling mode: gray, 4
  * pixels a thread, and RGBA, one pixel (M rows of accumulators) */
 #define CONV2D_V4SEP(M)                                                                       \
@@ -2629,6 +2948,11 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4X(1, 1, 1, 9, 4, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 3, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
     CONV2D_V4X(4, 4, 1, 9, 1, 0u, kBox4, MODE_DIV_ODD + kInRange),
+    /* box masks as prefix sums across a warp: gray from 9x9, RGBA from 15x15
+     * (below, the column of ones and the running sums were faster) */
+    CONV2D_V4SCAN1(1, 1, 9), CONV2D_V4SCAN1(1, 1, 11), CONV2D_V4SCAN1(1, 1, 13),
+    CONV2D_V4SCAN(15), CONV2D_V4SCAN(17), CONV2D_V4SCAN(19), CONV2D_V4SCAN(21), CONV2D_V4SCAN(23),
+    CONV2D_V4SCAN(25), CONV2D_V4SCAN(27), CONV2D_V4SCAN(29), CONV2D_V4SCAN(31),
     /* box masks as running sums on RGBA, 4 pixels a thread */
     CONV2D_V4RUN(5), CONV2D_V4RUN(7), CONV2D_V4RUN(9), CONV2D_V4RUN(11), CONV2D_V4RUN(13),
     CONV2D_V4RUN(15), CONV2D_V4RUN(17), CONV2D_V4RUN(19), CONV2D_V4RUN(21), CONV2D_V4RUN(23),
@@ -3090,6 +3414,38 @@ static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long gr
     return true;
 }
 
+/* Whether a tile suits the prefix sums across a warp (Q pixels a thread):
+ * blocks of whole warps, at most kMaxThreads. */
+static bool conv2d_scan_tile(int Q, int TW, int TH)
+{
+    const int threads = TW / Q * TH;
+    return TW % Q == 0 && TW >= Q && TH >= 1 && threads % 32 == 0 && threads <= kMaxThreads;
+}
+
+/* The prefix sums' grid: one warp for each column of conv2d_scan_outputs
+ * pixels and strip of rows, h.steps rows a warp walks down, in groups of
+ * kScanRows4: as many as conv2d_steps4 finds best for the warps the device
+ * holds at once (each strip's first M - 1 rows feed its sums before its
+ * first output); the blocks in one row of the grid. The strips do not
+ * follow the tile's height: gray box9 in strips of 64 rows (2304 warps on
+ * 132 SMs that hold 3168) ran 0.131 ms, of 48 (3078 warps) 0.094. */
+constexpr int kScanRows4 = 8;
+
+static bool conv2d_scan_grid4(const conv2d_launch *p, conv2d_plan *pl, int threads)
+{
+    fast_header &h = pl->h;
+    const int out = conv2d_scan_outputs(p->channels, p->mask_width);
+    const long long columns = (p->width + out - 1) / out, per_block = threads / 32;
+    const long long steps = conv2d_steps4(columns, (p->height + kScanRows4 - 1) / kScanRows4,
+                                          kScanRows4, p->mask_width - 1,
+                                          conv2d_resident_blocks(*pl, threads) * per_block);
+    h.steps = (int)(steps * kScanRows4);
+    h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+    const long long warps = columns * ((p->height + h.steps - 1) / h.steps);
+    pl->grid = dim3((unsigned)((warps + per_block - 1) / per_block), 1);
+    return (warps + per_block - 1) / per_block <= 0x7FFFFFFF;
+}
+
 /* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
  * 'full' also the header, weights and grid. False when the version cannot
  * run it. */
@@ -3106,6 +3462,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     float row[kMaxMask], column[kMaxMask];
     bool have_factors = false, prescale = false;
     if (version == 2) {
+        pl->path = 0;
         const bool host = p->host_weights != NULL;
         const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
         const bool ws = !host || K * mw * mh > kParamWeights;
@@ -3143,22 +3500,28 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * sums of a box (ones both ways), separable integer with binomial
          * columns, with columns of ones (those three in range only), with
          * any column; DP4A, DP2A, float */
-        const bool paths[7] = {have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw),
-                               have_factors && conv2d_binomial_column(column, mh),
+        const bool box = have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
+        const bool paths[8] = {box, box, have_factors && conv2d_binomial_column(column, mh),
                                have_factors && conv2d_ones(column, mh), have_factors,
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
                                integer, true};
-        const int dps[7] = {kRunning4, kBinomial4, kBox4, kSeparable4, 1, 2, 0};
+        const int dps[8] = {kBoxScan4, kRunning4, kBinomial4, kBox4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < 7 && !pl->v; i++)
-            for (int m = 0; m < nmodes && paths[i] && !pl->v; m++)
+        pl->path = 0;
+        for (int i = 0; i < 8 && !pl->v; i++)
+            for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
+                pl->path = i + 1;
+                if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
+                    pl->v = NULL;  /* not blocks of whole warps: the paths below */
+            }
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
+        pl->path = 0;
         if (K != 1)
             return false;
         if (p->host_weights && conv2d_integer_factors(p->host_weights, mw, mh, row, column)) {
@@ -3190,7 +3553,9 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     memset(&h, 0, sizeof h);
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
-    if (version == 4) {  /* each thread's ring of rows */
+    if (version == 4 && pl->v->ws == kBoxScan4) {  /* registers and shuffles only */
+        pl->shared = 0;
+    } else if (version == 4) {  /* each thread's ring of rows */
         pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
                      conv2d_slot_bytes4(C, Q, mw, pl->v->ws);
     } else if (version == 2) {
@@ -3281,11 +3646,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
     } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
-               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4))) {
+               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4 ||
+                                 pl->v->ws == kBoxScan4))) {
         h.mode = MODE_DIV_ODD;  /* box3, box5..31: one FFMA per output instead of a division */
     }
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
+    if (version == 4 && pl->v->ws == kBoxScan4)
+        return conv2d_scan_grid4(p, pl, threads);
     if (version == 4)
         return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
     /* a block walks down ~256 rows, unless that leaves too few blocks */
@@ -3327,7 +3695,8 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     conv2d_plan pl;
     if (!conv2d_make_plan(4, p, &pl, false))
         return 0;
-    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 ? CONV2D_SEPARABLE_INTEGER
+    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 || pl.v->ws == kBoxScan4
+               ? CONV2D_SEPARABLE_INTEGER
            : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
                                         : pl.v->ws;
 }
@@ -3344,12 +3713,21 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kSeparable4:  return "separable integer";
     case kBinomial4:   return "separable integer, binomial column, no clamp";
     case kBox4:        return "separable integer, column of ones, no clamp";
+    case kBoxScan4:    return "box, prefix sums across a warp, no clamp";
     case kRunning4:
         return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
                              : "box, running sums in 16-bit lanes, no clamp";
     case 0:            return "float";
     default:           return "gradient pair, 16-bit lanes";
     }
+}
+
+extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    if (version < 2 || !conv2d_make_plan(version, p, &pl, false))
+        return 0;
+    return pl.path;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
@@ -3431,8 +3809,9 @@ extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, un
         if (conv2d_make_plan(version, p, &pl, true)) {
             *x = pl.grid.x;
             *y = pl.grid.y;
-            if (steps)
-                *steps = pl.h.steps;
+            if (steps)  /* the prefix sums' h.steps counts rows */
+                *steps = version == 4 && pl.v->ws == kBoxScan4 ? pl.h.steps / kScanRows4
+                                                               : pl.h.steps;
         }
         return;
     }

@@ -98,6 +98,12 @@ int conv2d_direct_integer(const conv2d_launch *p);
  * or "gradient pair, 16-bit lanes"; NULL when it cannot run the
  * launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
+/* Where the arithmetic path of this launch (a tile of version 4) comes in
+ * the order the direct version tries them, 0 the first (the gradient
+ * pairs' lanes) and the most specific; 0 for the other versions. A tile
+ * that cannot run a path (the prefix sums need blocks of whole warps) gets
+ * a later one, so the automatic tile keeps to the lowest rank. */
+int conv2d_path_rank(int version, const conv2d_launch *p);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
@@ -129,7 +135,9 @@ cudaError_t conv2d_allow_shared(const void *entry, size_t shared);
  * strips (gray, and RGBA masks from 5x5 on, rows aligned for its fast
  * path) where one tile per block would run past the blocks the device
  * holds at once, and then its edge blocks, the first rows of the grid,
- * take the image's edge columns a tile at a time (0 when it cannot run). */
+ * take the image's edge columns a tile at a time; its prefix sums of box
+ * masks count groups of 8 rows that each warp walks down, whatever the
+ * tile (0 when it cannot run). */
 void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y, int *steps);
 /* Launch version 0..CONV2D_VERSIONS-1. */
 cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream);

@@ -140,12 +140,15 @@ static double halo_overhead(const conv2d_launch *p)
 
 /* A candidate tile and what the occupancy API says of it. */
 typedef struct {
-    int width, height, threads;
+    int width, height, threads, rank;
     double occupancy, overhead;
 } tile_candidate;
 
-/* Whether tile a beats tile b: the higher theoretical occupancy, then the
- * less halo overhead, then the larger tile. The direct version takes the
+/* Whether tile a beats tile b: for the direct version, the one whose
+ * arithmetic path comes first (conv2d_path_rank: a tile that cannot run the
+ * prefix sums gets another path, at another occupancy); then the higher
+ * theoretical occupancy, then the less halo overhead, then the larger
+ * tile. The direct version takes the
  * most threads per block first, among the tiles less than a fifth below
  * the best occupancy. Its kernels are built for blocks of 256 threads
  * (registers capped for 2 or 3 such blocks an SM), and one that needs
@@ -159,6 +162,8 @@ typedef struct {
 static int tile_beats(int version, const tile_candidate *a, const tile_candidate *b,
                       double best_occupancy)
 {
+    if (a->rank != b->rank)  /* the direct version's most specific path first */
+        return a->rank < b->rank;
     if (version == GF_CONV_DIRECT && a->threads != b->threads) {
         const double floor = 0.8 * best_occupancy + 1e-9;  /* a fifth below the best: out */
         if ((a->occupancy > floor) != (b->occupancy > floor))
@@ -197,15 +202,22 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
                 return -1;
             if (info.blocks_per_sm == 0)
                 continue;
-            cand[n++] = (tile_candidate){c.tile_width, c.tile_height, threads, info.occupancy,
+            cand[n++] = (tile_candidate){c.tile_width, c.tile_height, threads,
+                                         conv2d_path_rank(version, &c), info.occupancy,
                                          halo_overhead(&c)};
-            best_occupancy = fmax(best_occupancy, info.occupancy);
         }
     if (n == 0) {
         gf_set_error("no tile of the %s kernel fits a %dx%d mask on %s",
                      conv2d_version_name(version), p->mask_width, p->mask_height, b->prop.name);
         return -2;
     }
+    /* the best occupancy among the tiles of the most specific path */
+    int rank = cand[0].rank;
+    for (size_t k = 1; k < n; k++)
+        rank = cand[k].rank < rank ? cand[k].rank : rank;
+    for (size_t k = 0; k < n; k++)
+        if (cand[k].rank == rank)
+            best_occupancy = fmax(best_occupancy, cand[k].occupancy);
     size_t best = 0;
     for (size_t k = 1; k < n; k++)
         if (tile_beats(version, &cand[k], &cand[best], best_occupancy))

@@ -709,18 +709,54 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
 
 
 # box masks (ones over an odd integer at least their count) on the direct
-# version's running sums in 16-bit lanes: RGBA 5x5 to 31x31, alpha filtered
-# and copied (gray box masks keep the separable integer path's column of
-# ones to 15x15, and the direct version refuses them past it). Both widths
-# of DIRECT_WIDTHS: 203 puts every row off the fast path (rows not 16-byte
-# aligned), 208 only the edge columns; the scale is the count at one and 18
+# version, 5x5 to 31x31, gray and RGBA with alpha filtered and copied. With
+# the automatic tile: prefix sums across a warp for gray from 9x9 and RGBA
+# from 15x15, the column of ones (gray 5x5, 7x7) and the running sums in
+# 16-bit lanes (RGBA 5x5 to 13x13) below. Both widths of DIRECT_WIDTHS: 203
+# puts every row off the fast path (rows not 16-byte aligned: the prefix
+# sums gather their edge lanes byte by byte), 208 only the edges (the
+# prefix sums' lanes off the image take the pixels they mirror from other
+# lanes, but for the wrap border); the scale is the count at one and 18
 # over it at the other. The image has blocks of 255 (the largest sums: 255
 # x 225 in a lane for 15x15, 255 x 961 = 245055 in a channel's 32-bit sum
 # for 31x31) and of 0 at two corners and across its middle, so that the
 # sums entering and leaving the windows take both extremes.
 RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
 RUNNING_WIDE_PATH = "box, running sums, rows in 16-bit lanes, no clamp"  # from 17x17 on
+SCAN_PATH = "box, prefix sums across a warp, no clamp"
 RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
+
+
+def box_image(rng, width, size, channels):
+    img = random_image(rng, width, 131, channels)
+    corner, band = max(20, size + 5), max(15, size)  # past a window's side
+    img[:corner, :corner] = 255
+    img[-corner:, -corner:] = 0
+    img[60:60 + band, :] = 255
+    img[60 + band:60 + 2 * band, 50:] = 0
+    return img
+
+
+def check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind, tile=None):
+    """The box mask of this size on the direct version: the path -v names,
+    the CPU backend's bytes and the oracle's values."""
+    channels = 1 if layout == "gray" else 4
+    scale = size * size + (18 if width == DIRECT_WIDTHS[0] else 0)
+    text = format_matrix(np.ones((size, size), dtype=int), scale)
+    path = tmp_path / "box.mask"
+    path.write_text(text)
+    img = box_image(rng, width, size, channels)
+    alpha = ["--filter-alpha"] if layout == "rgba-filter-alpha" else []
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "--kernel", "direct", "-v",
+               *(["--tile", tile] if tile else []), *alpha, src, out).ok()
+    assert f"x{channels} ({kind}): tile" in r.err, r.describe()
+    got = read_png(out)
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu", extra=alpha)
+    assert_equal_image(got, ref, f"cuda direct box {layout} vs cpu")
+    want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
+    assert_close(got, want, what="cuda direct box vs oracle")
 
 
 @pytest.mark.cuda_only
@@ -729,32 +765,23 @@ RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
 @pytest.mark.parametrize("size", RUNNING_SIZES)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
 def test_cuda_direct_running_box(gf, rng, tmp_path, layout, size, border, width):
-    channels = 1 if layout == "gray" else 4
-    scale = size * size + (18 if width == DIRECT_WIDTHS[0] else 0)
-    text = format_matrix(np.ones((size, size), dtype=int), scale)
-    path = tmp_path / "box.mask"
-    path.write_text(text)
-    img = random_image(rng, width, 131, channels)
-    corner, band = max(20, size + 5), max(15, size)  # past a window's side
-    img[:corner, :corner] = 255
-    img[-corner:, -corner:] = 0
-    img[60:60 + band, :] = 255
-    img[60 + band:60 + 2 * band, 50:] = 0
-    if layout == "gray" and size > 15:
-        assert_direct_refuses(gf, tmp_path, img, path, border)
-        return
-    extra = ["--kernel", "direct", "-v"] + (["--filter-alpha"] if layout == "rgba-filter-alpha" else [])
-    src = write_png(tmp_path / "in.png", img)
-    out = tmp_path / "out.png"
-    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, *extra, src, out).ok()
-    kind = ONES_PATH if layout == "gray" else RUNNING_PATH if size <= 15 else RUNNING_WIDE_PATH
-    assert f"x{channels} ({kind}): tile" in r.err, r.describe()
-    got = read_png(out)
-    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu",
-                   extra=extra[3:])
-    assert_equal_image(got, ref, f"cuda direct running box {layout} vs cpu")
-    want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
-    assert_close(got, want, what="cuda direct running box vs oracle")
+    kind = (SCAN_PATH if size >= (9 if layout == "gray" else 15) else
+            ONES_PATH if layout == "gray" else RUNNING_PATH)
+    check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind)
+
+
+# the same masks with a tile the prefix sums cannot run (gray 8x32: not
+# whole lanes of 16 pixels; RGBA 64x32: 512 threads, over the 256 a block
+# may have), so the other paths run them: gray to 15x15 on the column of
+# ones, RGBA on the running sums to 31x31
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", ["nearest", "reflect"])
+@pytest.mark.parametrize("layout, size", [(layout, size) for layout in ["gray", "rgba", "rgba-filter-alpha"]
+                                          for size in RUNNING_SIZES if layout != "gray" or size <= 15])
+def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
+    kind = (ONES_PATH if layout == "gray" else RUNNING_PATH if size <= 15 else RUNNING_WIDE_PATH)
+    tile = "8x32" if layout == "gray" else "64x32"
+    check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
 
 
 # 15x15 masks on the direct version: integer weights of -128..127 whose sums
