@@ -190,8 +190,11 @@
  *               had made the edge warps set the time (gray box31 0.54
  *               ms; 0.14 without). Gray box9 0.137 ms -> ~0.10, box15
  *               0.34 -> ~0.11, box31 0.78 (version 3) -> ~0.14; RGBA
- *               box15 0.49 -> 0.34, box31 1.22 -> 0.43. Below 9x9 (gray)
- *               and 15x15 (RGBA) the older paths stay faster.
+ *               box15 0.49 -> 0.34, box31 1.22 -> 0.40. Below 9x9 (gray)
+ *               and 15x15 (RGBA) the older paths stay faster. Fetching
+ *               the entering row two steps ahead spilled at 80
+ *               registers and was slower (box31 0.40 -> 0.45 ms); not
+ *               kept.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
