@@ -340,10 +340,12 @@ static void tile_of(int version, conv2d_launch *q)
         for (int w = 512; w >= 8; w /= 2) {
             q->tile_width = w;
             q->tile_height = 64;
-            if (conv2d_supports(version, q) && conv2d_block_threads(version, q) == 256 &&
-                (best == 0 || conv2d_path_rank(version, q) < best_rank)) {
+            if (!conv2d_supports(version, q) || conv2d_block_threads(version, q) != 256)
+                continue;
+            const int rank = conv2d_path_rank(version, q);
+            if (best == 0 || rank < best_rank) {
                 best = w;
-                best_rank = conv2d_path_rank(version, q);
+                best_rank = rank;
             }
         }
         q->tile_width = best ? best : g_opt.tile_width;

@@ -2495,18 +2495,18 @@ __device__ __forceinline__ uint4 conv2d_scan_load(const fast_header &h, int y, i
 }
 
 /* The column sums of a lane's 16 values (value i: pixel i / C, channel
- * i % C) plus the entering row minus the leaving one, in 16-bit lanes:
- * cs[2w] holds values 4w and 4w + 2, cs[2w + 1] values 4w + 1 and 4w + 3.
- * Each lane's result lies in 0..M x 255, so the 32-bit sums are exact
- * whatever borrows pass between the lanes along the way. */
+ * i % C) plus the entering row minus the leaving one, in 16-bit lanes
+ * (conv2d_lane_pair): cs[2w] holds values 4w and 4w + 2, cs[2w + 1] values
+ * 4w + 1 and 4w + 3. Each lane's result lies in 0..M x 255, so the 32-bit
+ * sums are exact whatever borrows pass between the lanes along the way. */
 __device__ __forceinline__ void conv2d_scan_columns(const uint4 &in, const uint4 &out, unsigned (&cs)[8])
 {
     const unsigned i[4] = {in.x, in.y, in.z, in.w}, o[4] = {out.x, out.y, out.z, out.w};
 #pragma unroll
-    for (int w = 0; w < 4; w++) {
-        cs[2 * w] += (i[w] & 0x00FF00FFu) - (o[w] & 0x00FF00FFu);
-        cs[2 * w + 1] += ((i[w] >> 8) & 0x00FF00FFu) - ((o[w] >> 8) & 0x00FF00FFu);
-    }
+    for (int w = 0; w < 4; w++)
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+            cs[2 * w + l] += conv2d_lane_pair(i[w], l) - conv2d_lane_pair(o[w], l);
 }
 
 /* The column sums of the lanes wholly off an aligned image, from the
@@ -2555,8 +2555,8 @@ __device__ __forceinline__ void conv2d_scan_fix(unsigned (&pv)[16], int xs, int 
  * output lanes' values are meant. */
 template <int C, int CF, int M>
 __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], int lane, float mul,
-                                                float (&fv)[16], bool fix, int xs, int first,
-                                                const fast_header &h)
+                                                float (&fv)[16 / C][CF], bool fix, int xs,
+                                                int first, const fast_header &h)
 {
     constexpr int Q = 16 / C, R = M / 2;
     unsigned pv[16];
@@ -2603,35 +2603,8 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], int lan
             const unsigned hi = ao ? __shfl_down_sync(0xFFFFFFFFu, pv[as], ao) : pv[as];
             const unsigned lo = bo ? __shfl_up_sync(0xFFFFFFFFu, pv[bs], -bo) : pv[bs];
             const float sum = __fadd_rn(__uint_as_float(hi - lo + 0x4B000000u), -kMagic);
-            fv[q * C + c] = __fmaf_rn(sum, mul, kMagic);
+            fv[q][c] = __fmaf_rn(sum, mul, kMagic);
         }
-}
-
-/* A lane's output bytes, its channels from CF on copied from the centre row
- * ('given'): one 16-byte store where the row allows ('wide'), else byte by
- * byte up to the image's right edge. */
-template <int C, int CF>
-__device__ __forceinline__ void conv2d_scan_store(unsigned char *o, bool wide, int pixels,
-                                                  const float (&fv)[16], const uint4 &given)
-{
-    const unsigned g[4] = {given.x, given.y, given.z, given.w};
-    unsigned word[4];
-#pragma unroll
-    for (int w = 0; w < 4; w++) {
-        unsigned b[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            b[j] = (4 * w + j) % C < CF ? __float_as_uint(fv[4 * w + j]) : g[w] >> (8 * j);
-        word[w] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
-    }
-    if (wide) {
-        *reinterpret_cast<uint4 *>(o) = make_uint4(word[0], word[1], word[2], word[3]);
-        return;
-    }
-#pragma unroll
-    for (int b = 0; b < 16; b++)
-        if (b / C < pixels)
-            o[b] = (unsigned char)(word[b / 4] >> (8 * (b % 4)));
 }
 
 /* Each warp takes conv2d_scan_outputs(C, M) columns of output pixels and a
@@ -2673,7 +2646,9 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
     const int first = (int)x0 - HL;  /* the warp's first pixel */
     const bool fix = mirrored && (first < 0 || first + 32 * Q > h.width);  /* the whole warp */
     const int tier = inside ? (h.aligned ? 2 : h.flat && row_bytes % 4 == 0 ? 1 : 0) : mirrored ? -1 : 0;
-    const bool wide = inside && h.vec && row_bytes % 16 == 0;
+    /* as the running sums store: one 16-byte store where the row allows,
+     * else conv2d_store (the right edge, other channels_filtered) */
+    const bool wide = inside && h.vec && row_bytes % 16 == 0 && h.cf == CF;
     const float mul = 1.0f / h.scale[0];
     auto row_of = [&](int k) {  /* input row k of the strip: image row y0 - R + k */
         const int y = y0 - R + k;
@@ -2697,10 +2672,14 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
         }
         conv2d_scan_columns(in, out, cs);
         if (k >= M - 1) {  /* output row y0 + k - (M - 1) */
-            float fv[16];
+            float fv[Q][CF];
             conv2d_scan_row<C, CF, M>(cs, lane, mul, fv, fix, xs, first, h);
-            if (writes)
-                conv2d_scan_store<C, CF>(o, wide, h.width - xs, fv, given);
+            if (writes && wide) {
+                const unsigned words[4] = {given.x, given.y, given.z, given.w};
+                conv2d_store_wide<C, CF, Q>(o, fv, words);
+            } else if (writes) {
+                conv2d_store<C, CF, Q>(h, y0 + k - (M - 1), xs, fv);
+            }
             o += row_bytes;
         }
     }
@@ -3459,13 +3438,13 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     if (C < 1 || C > 4 || K < 1 || K > CONV2D_MAX_MATRICES || mw < 1 || mh < 1 ||
         mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
         return false;
+    pl->path = 0;  /* version 4 sets it where it picks a path */
     const int cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
     const int CF = conv2d_cf_template(C, cf);
     const int CP = C == 3 ? 4 : C;
     float row[kMaxMask], column[kMaxMask];
     bool have_factors = false, prescale = false;
     if (version == 2) {
-        pl->path = 0;
         const bool host = p->host_weights != NULL;
         const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
         const bool ws = !host || K * mw * mh > kParamWeights;
@@ -3513,7 +3492,6 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        pl->path = 0;
         for (int i = 0; i < 8 && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
@@ -3524,7 +3502,6 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
     } else if (version == 3) {
-        pl->path = 0;
         if (K != 1)
             return false;
         if (p->host_weights && conv2d_integer_factors(p->host_weights, mw, mh, row, column)) {

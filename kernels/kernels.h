@@ -43,14 +43,18 @@ typedef struct {
      *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, on 1 or
      *     4 channels 9x9 to 15x15 masks that factor as an integer column
      *     times a row of -128..127 and 15x15 masks of integer weights of
-     *     -128..127, on RGBA box masks of ones over an odd integer to
-     *     31x31, 3x3 gradient pairs combined by magnitude; host
+     *     -128..127, on gray and RGBA box masks of ones over an odd
+     *     integer to 31x31, 3x3 gradient pairs combined by magnitude; host
      *     weights required; RGB has no 7x7): one tile per block, each
      *     thread R rows x Q columns (R = 32 from 9x9 on, 16 for RGBA 5x5,
      *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
      *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu):
      *     tile_width a multiple of Q, tile_height of R, at most 256
-     *     threads per block.
+     *     threads per block. Its prefix sums of box masks (gray from
+     *     9x9, RGBA from 15x15) take tile_width / (16 / C) x tile_height
+     *     threads, whole warps, each warp a column of output pixels
+     *     whatever the tile; a tile that makes no such block runs the
+     *     older path (running sums on RGBA, the column of ones on gray).
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -84,8 +88,8 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
- * binomial and box kernels included, and the running sums of RGBA box
- * masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
+ * binomial and box kernels included, and the running sums and prefix
+ * sums of box masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
  * Scharr pairs on RGBA (16-bit lanes); 0 for its float path or a launch it
  * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
@@ -94,9 +98,9 @@ int conv2d_direct_integer(const conv2d_launch *p);
  * "float", "DP4A", "DP2A", "separable integer", with its binomial-column
  * or column-of-ones kernel named, and "no clamp" for the kernels of masks
  * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
- * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp")
- * or "gradient pair, 16-bit lanes"; NULL when it cannot run the
- * launch. */
+ * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp"),
+ * "box, prefix sums across a warp, no clamp" or "gradient pair, 16-bit
+ * lanes"; NULL when it cannot run the launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
 /* Where the arithmetic path of this launch (a tile of version 4) comes in
  * the order the direct version tries them, 0 the first (the gradient

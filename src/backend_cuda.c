@@ -541,8 +541,8 @@ static int prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bord
         gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
                      "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), on gray and RGBA 9x9 to 15x15 that "
                      "factors into integers times a row of -128..127 (box9, box15) or 15x15 of "
-                     "integer weights -128..127, on RGBA a box of ones over an odd integer up "
-                     "to 31x31, or a 3x3 gradient pair such as sobel",
+                     "integer weights -128..127, on gray and RGBA a box of ones over an odd "
+                     "integer up to 31x31, or a 3x3 gradient pair such as sobel",
                      mask->name, mask->width, mask->height, mask->count);
         return -2;
     }
