@@ -194,7 +194,19 @@
  *               and 15x15 (RGBA) the older paths stay faster. Fetching
  *               the entering row two steps ahead spilled at 80
  *               registers and was slower (box31 0.40 -> 0.45 ms); not
- *               kept.
+ *               kept. Fourteenth round: ncu's stall samples put a
+ *               quarter of the time on the loop's end, where the next
+ *               row's registers were copied into the current ones and
+ *               waited for the loads just issued. The strips inside an
+ *               aligned image now walk in a loop of their own
+ *               (conv2d_scan_walk: no border, no load tiers, two sets
+ *               of registers taken in turn), and gray windows take the
+ *               lanes' own prefixes, no scan across the warp: gray box9
+ *               0.107 -> 0.096 ms, box15 0.111 -> 0.103, box31 0.143 ->
+ *               0.136; RGBA box31 0.40 -> 0.38. Rows prefetched into L2
+ *               3 to 12 steps ahead were slower (RGBA box31 0.38 ->
+ *               0.39-0.44 ms); 2 blocks an SM at up to 128 registers
+ *               (no spill) no faster. Not kept.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -252,16 +264,21 @@
  *     version 4's prefix sums across a warp, per row and lane of 16
  *              values (4 RGBA or 16 gray pixels): 2 16-byte loads, ~24
  *              column sums in 16-bit lanes, 16 widening, ~15 prefix
- *              sums in the lane, 5 x 3 a channel across the lanes, 16
- *              offsets, 2 shuffles + 3 a value for the windows and the
- *              finish, ~12 packing: ~240 for RGBA (4 channels), ~200
- *              for gray, whatever the mask; the warp's outputs are 32 x
+ *              sums in the lane, 5 x 2 a channel across the lanes (RGBA;
+ *              gray needs none), 16 offsets, 2 shuffles + 3 a value for
+ *              the windows and the finish, ~12 packing: ~240 for RGBA (4
+ *              channels), ~170 for gray, whatever the mask (ncu, gray
+ *              box9: 267 a row before the fourteenth round, ~200 after
+ *              the walk alone); the warp's outputs are 32 x
  *              16 / C pixels less the 2 M / 2 or so of its halo (RGBA
  *              31x31: 96 of 128). RGBA ~2.5 instructions a pixel (~400
  *              Gpx/s of issue), gray ~0.45: neither issue-bound; ncu
  *              (31x31): DRAM 51-57%, SM 43-58%, 7-8 cycles between a
  *              warp's instructions, 25-31% achieved occupancy at 80
- *              registers: latency with one row fetched ahead.
+ *              registers: latency with one row fetched ahead. After the
+ *              walk, the first use of each loaded row holds 38% (gray
+ *              box9) and 47% (RGBA box31) of the stall samples: still
+ *              the loads' latency, now with two rows in flight.
  *     5x5      75 FFMA + 4 LDS + ~40 = ~120: ~250 Gpx/s, expect ~220
  *              (NPP ~60: 3.5x).
  *     7x7      147 FFMA + 6 LDS + ~40 = ~195: ~155, expect ~140 (2.3x NPP
@@ -2548,13 +2565,53 @@ __device__ __forceinline__ void conv2d_scan_fix(unsigned (&pv)[16], int xs, int 
                 pv[s * C + c] = fixed[s * C + c];
 }
 
-/* One output row from the column sums: the warp's prefix sums per channel,
- * each window's sum the difference of two (exact: below 2^23, as the bits
- * of the float 2^23 + sum), rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp:
- * in range). Every lane of the warp takes part (the shuffles); only the
- * output lanes' values are meant. */
+/* The windows of conv2d_scan_row where they reach past the neighbouring
+ * lanes (RGBA): the prefix sums across the warp, per channel, then each window
+ * the difference of two of them. */
 template <int C, int CF, int M>
-__device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], int lane, float mul,
+__device__ __forceinline__ void conv2d_scan_windows(unsigned (&pv)[16], float mul, float (&fv)[16 / C][CF])
+{
+    constexpr int Q = 16 / C, R = M / 2;
+#pragma unroll
+    for (int c = 0; c < CF; c++) {  /* across the lanes: the lanes before this one */
+        const unsigned total = pv[16 - C + c];
+        unsigned upto = total;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2)  /* upto += the value d lanes down, where there is one */
+            asm("{\n\t.reg .pred p;\n\t.reg .b32 t;\n\t"
+                "shfl.sync.up.b32 t|p, %0, %1, 0, 0xffffffff;\n\t"
+                "@p add.u32 %0, %0, t;\n\t}"
+                : "+r"(upto)
+                : "r"(d));
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+            pv[q * C + c] += upto - total;
+    }
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            /* the prefix at pixel q + R (lane + ao, slot as) minus the one at
+             * q - R - 1 (lane + bo, bo <= 0, slot bs) */
+            const int a = q + R, ao = a / Q, as = a % Q * C + c;
+            const int b = q - R - 1, bo = b >= 0 ? 0 : -((Q - 1 - b) / Q), bs = (b - bo * Q) * C + c;
+            const unsigned hi = ao ? __shfl_down_sync(0xFFFFFFFFu, pv[as], ao) : pv[as];
+            const unsigned lo = bo ? __shfl_up_sync(0xFFFFFFFFu, pv[bs], -bo) : pv[bs];
+            const float sum = __fadd_rn(__uint_as_float(hi - lo + 0x4B000000u), -kMagic);
+            fv[q][c] = __fmaf_rn(sum, mul, kMagic);
+        }
+}
+
+/* One output row from the column sums: each window's sum the difference
+ * of two prefix sums (exact: below 2^23, as the bits of the float 2^23 +
+ * sum), rint(sum / d) by MODE_DIV_ODD's FFMA (no clamp: in range). Gray
+ * windows reach no further than the neighbouring lanes, and take the
+ * lanes' own prefixes: the scan across the warp and its offsets (32
+ * instructions a row) traded for a subtraction for each window begun in
+ * the previous lane. The others take conv2d_scan_windows. Every lane of the
+ * warp takes part (the shuffles); only the output lanes' values are meant. */
+template <int C, int CF, int M>
+__device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float mul,
                                                 float (&fv)[16 / C][CF], bool fix, int xs,
                                                 int first, const fast_header &h)
 {
@@ -2578,33 +2635,87 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], int lan
 #pragma unroll
     for (int i = C; i < 16; i++)  /* within the lane, per channel */
         pv[i] += pv[i - C];
+    if constexpr (R < Q) {
+        /* every window within this lane and its two neighbours: no prefix
+         * across the warp. With the lane's in-lane prefixes P and total T,
+         * a window ending in the next lane adds T to that lane's P, and
+         * one starting in the previous lane takes off that lane's P - T
+         * (the output lanes are never the warp's first or last) */
+        const unsigned total = pv[16 - C], magic_total = total + 0x4B000000u;
 #pragma unroll
-    for (int c = 0; c < CF; c++) {  /* across the lanes: the lanes before this one */
-        const unsigned total = pv[16 - C + c];
-        unsigned upto = total;
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const unsigned t = __shfl_up_sync(0xFFFFFFFFu, upto, d);
-            if (lane >= d)
-                upto += t;
+        for (int q = 0; q < Q; q++) {
+            const int a = q + R, b = q - R - 1, as = a >= Q ? a - Q : a, bs = b < 0 ? b + Q : b;
+            const unsigned hi = a >= Q ? __shfl_down_sync(0xFFFFFFFFu, pv[as], 1) : pv[as];
+            const unsigned lo = b < -1 ? __shfl_up_sync(0xFFFFFFFFu, pv[bs] - total, 1)
+                                       : b == -1 ? 0u : pv[bs];
+            const unsigned bits = hi - lo + (a >= Q ? magic_total : 0x4B000000u);
+            const float sum = __fadd_rn(__uint_as_float(bits), -kMagic);
+            fv[q][0] = __fmaf_rn(sum, mul, kMagic);
         }
-#pragma unroll
-        for (int q = 0; q < Q; q++)
-            pv[q * C + c] += upto - total;
+    } else {
+        conv2d_scan_windows<C, CF, M>(pv, mul, fv);
     }
-#pragma unroll
-    for (int q = 0; q < Q; q++)
-#pragma unroll
-        for (int c = 0; c < CF; c++) {
-            /* the prefix at pixel q + R (lane + ao, slot as) minus the one at
-             * q - R - 1 (lane + bo, bo <= 0, slot bs) */
-            const int a = q + R, ao = a / Q, as = a % Q * C + c;
-            const int b = q - R - 1, bo = b >= 0 ? 0 : -((Q - 1 - b) / Q), bs = (b - bo * Q) * C + c;
-            const unsigned hi = ao ? __shfl_down_sync(0xFFFFFFFFu, pv[as], ao) : pv[as];
-            const unsigned lo = bo ? __shfl_up_sync(0xFFFFFFFFu, pv[bs], -bo) : pv[bs];
-            const float sum = __fadd_rn(__uint_as_float(hi - lo + 0x4B000000u), -kMagic);
-            fv[q][c] = __fmaf_rn(sum, mul, kMagic);
+}
+
+/* The prefix sums' walk down a strip whose rows, entering and leaving, all
+ * lie inside the image, by a warp whose lanes all load their 16 aligned
+ * bytes and store them whole where they write (conv2d_scan_kernel4 says
+ * which): the rows' addresses without the border and the load tiers, the
+ * first M - 1 rows summed four loads at a time, then each step's rows
+ * fetched a step ahead into two sets of registers taken in turn. A loop
+ * that copied the next step's registers into the current ones at its end
+ * waited there for the loads it had just issued (a quarter of the kernel's
+ * stall samples at gray 9x9 and RGBA 31x31), with one row in flight a
+ * warp; here the next row's loads are issued before that wait. */
+template <int C, int CF, int M>
+__device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul, int xs, int y0,
+                                                 int rows, bool writes)
+{
+    constexpr int Q = 16 / C, R = M / 2;
+    const size_t rb = (size_t)h.width * C;
+    const unsigned char *const top = h.src + (size_t)(y0 - R) * rb + (size_t)xs * C;
+    unsigned char *const o = h.dst + (size_t)y0 * rb + (size_t)xs * C;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    auto row = [&](int k) {  /* input row k of the strip: image row y0 - R + k */
+        return __ldg(reinterpret_cast<const uint4 *>(top + (size_t)k * rb));
+    };
+    unsigned cs[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+#pragma unroll 4
+    for (int k = 0; k < M - 1; k++)
+        conv2d_scan_columns(row(k), zero, cs);
+    /* input row k enters, row k - M leaves, output row k - (M - 1) is
+     * stored (its centre row k - R given where alpha is copied) */
+    auto step = [&](int k, const uint4 &in, const uint4 &out, [[maybe_unused]] const uint4 &given) {
+        conv2d_scan_columns(in, out, cs);
+        float fv[Q][CF];
+        conv2d_scan_row<C, CF, M>(cs, mul, fv, false, xs, 0, h);
+        if (writes) {
+            const unsigned words[4] = {given.x, given.y, given.z, given.w};
+            conv2d_store_wide<C, CF, Q>(o + (size_t)(k - (M - 1)) * rb, fv, words);
         }
+    };
+    const int last = rows + M - 2;  /* the strip's last input row */
+    uint4 in_a = row(M - 1), out_a = zero, given_a = zero, in_b = zero, out_b = zero, given_b = zero;
+    if constexpr (CF < C)
+        given_a = row(R);
+    for (int k = M - 1; k <= last; k += 2) {
+        if (k + 1 <= last) {
+            in_b = row(k + 1);
+            out_b = row(k + 1 - M);
+            if constexpr (CF < C)
+                given_b = row(k + 1 - R);
+        }
+        step(k, in_a, out_a, given_a);
+        if (k + 1 > last)
+            break;
+        if (k + 2 <= last) {
+            in_a = row(k + 2);
+            out_a = row(k + 2 - M);
+            if constexpr (CF < C)
+                given_a = row(k + 2 - R);
+        }
+        step(k + 1, in_b, out_b, given_b);
+    }
 }
 
 /* Each warp takes conv2d_scan_outputs(C, M) columns of output pixels and a
@@ -2654,6 +2765,17 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
         const int y = y0 - R + k;
         return y >= 0 && y < h.height ? y : gf_border_index(y, h.height, (gf_border)h.border);
     };
+    /* strips whose rows all lie inside the image, by warps inside an
+     * aligned image (nearly all of a large one's): conv2d_scan_walk. The
+     * warps at its left and right edges, whose lanes off it take their
+     * column sums by shuffles, stay below: the walk with those shuffles
+     * spilled (gray: 716 bytes stored, 1368 loaded, at 80 registers) and
+     * ran slower (RGBA box15 0.34 -> 0.47 ms). */
+    if (y0 - R >= 0 && y0 + rows + R <= h.height && !fix &&
+        __all_sync(0xFFFFFFFFu, tier == 2 && (wide || !writes))) {
+        conv2d_scan_walk<C, CF, M>(h, mul, xs, y0, rows, writes);
+        return;
+    }
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     const int in_rows = rows + M - 1;
     uint4 in_next = conv2d_scan_load<C>(h, row_of(0), xs, tier), out_next = zero;
@@ -2673,7 +2795,7 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
         conv2d_scan_columns(in, out, cs);
         if (k >= M - 1) {  /* output row y0 + k - (M - 1) */
             float fv[Q][CF];
-            conv2d_scan_row<C, CF, M>(cs, lane, mul, fv, fix, xs, first, h);
+            conv2d_scan_row<C, CF, M>(cs, mul, fv, fix, xs, first, h);
             if (writes && wide) {
                 const unsigned words[4] = {given.x, given.y, given.z, given.w};
                 conv2d_store_wide<C, CF, Q>(o, fv, words);
