@@ -946,7 +946,16 @@ int gf_cuda_list_devices(FILE *out)
 
 /* ---- --tile sweep ------------------------------------------------------------ */
 
+/* Each tile's time: the median of SWEEP_REPS runs, taken in SWEEP_ROUNDS
+ * rounds over all the tiles (a warm-up run, then SWEEP_REPS / SWEEP_ROUNDS
+ * timed runs a tile in each round), so that a stretch of lower clocks or a
+ * busier machine falls on every tile alike rather than on the tiles timed
+ * during it: timed one after another, gray box9's tiles of one grid moved
+ * by a third between passes of the same sweep. */
 #define SWEEP_REPS 20
+#define SWEEP_ROUNDS 4
+#define SWEEP_WIDTHS 7
+#define SWEEP_HEIGHTS 7
 
 static const char *const border_names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
 
@@ -956,13 +965,12 @@ static int compare_floats(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median of SWEEP_REPS timed runs of 'what' after two warm-up runs. */
 typedef cudaError_t (*timed_work)(cuda_backend *b, const void *arg);
 
-static int time_median(cuda_backend *b, timed_work what, const void *arg, float *median)
+/* 'warm' untimed runs of 'what', then 'n' timed ones into ms[0..n-1]. */
+static int time_runs(cuda_backend *b, timed_work what, const void *arg, int warm, int n, float *ms)
 {
-    float ms[SWEEP_REPS];
-    for (int i = -2; i < SWEEP_REPS; i++) {
+    for (int i = -warm; i < n; i++) {
         CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
         CUDA_CHECK(what(b, arg), "running the timed work");
         CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "recording an event");
@@ -970,9 +978,13 @@ static int time_median(cuda_backend *b, timed_work what, const void *arg, float 
         if (i >= 0)
             CUDA_CHECK(cudaEventElapsedTime(&ms[i], b->start, b->stop), "reading an event");
     }
-    qsort(ms, SWEEP_REPS, sizeof ms[0], compare_floats);
-    *median = ms[SWEEP_REPS / 2];
     return 0;
+}
+
+static float median_of(float *ms, int n)
+{
+    qsort(ms, (size_t)n, sizeof ms[0], compare_floats);
+    return ms[n / 2];
 }
 
 static cudaError_t copy_image(cuda_backend *b, const void *arg)
@@ -991,6 +1003,79 @@ static cudaError_t launch_once(cuda_backend *b, const void *arg)
 {
     const sweep_launch *s = arg;
     return conv2d_gpu(s->version, s->launch, b->stream);
+}
+
+/* One row of the sweep: a tile and what the occupancy API says of it, or
+ * why it cannot launch, and its timed runs. */
+typedef struct {
+    conv2d_launch launch;
+    int threads, is_auto;
+    occupancy_info info;
+    char why[256];  /* empty: it launches */
+    float ms[SWEEP_REPS];
+} sweep_row;
+
+/* The candidate tiles of the sweep into rows[], in the order printed;
+ * returns their number, or -1 on a CUDA failure. */
+static int sweep_rows(cuda_backend *b, int version, const conv2d_launch *base, sweep_row *rows)
+{
+    static const int widths[SWEEP_WIDTHS] = {8, 16, 32, 64, 128, 256, 512};
+    static const int heights[SWEEP_HEIGHTS] = {1, 2, 4, 8, 16, 32, 64};
+    int n = 0;
+    for (int i = 0; i < SWEEP_WIDTHS; i++)
+        for (int j = 0; j < SWEEP_HEIGHTS; j++) {
+            sweep_row *r = &rows[n];
+            memset(r, 0, sizeof *r);
+            r->launch = *base;
+            r->launch.tile_width = widths[i];
+            r->launch.tile_height = heights[j];
+            r->is_auto = widths[i] == base->tile_width && heights[j] == base->tile_height;
+            r->threads = conv2d_block_threads(version, &r->launch);
+            const char *why = NULL;
+            if (!conv2d_supports(version, &r->launch)) {
+                if (widths[i] * heights[j] < 64 || widths[i] * heights[j] > 8192)
+                    continue;  /* far outside what this version runs: not a candidate */
+                why = "cannot launch: not a tile shape this kernel version runs";
+            } else if (r->threads < 32) {
+                continue;
+            } else if (tile_fits(b, version, &r->launch) < 0) {
+                why = gf_error() + strlen("gpufilter: ");
+            } else if (occupancy_of(b, version, &r->launch, &r->info) < 0) {
+                return -1;
+            } else if (r->info.blocks_per_sm == 0) {
+                why = "cannot launch: no block fits on a multiprocessor";
+            }
+            if (why)
+                snprintf(r->why, sizeof r->why, "%s", why);
+            n++;
+        }
+    return n;
+}
+
+static void print_sweep_row(FILE *out, int csv, int version, const sweep_row *r, float ms,
+                            double bytes, double pixels, double copy_gbs)
+{
+    const conv2d_launch *c = &r->launch;
+    if (r->why[0]) {
+        if (csv)
+            fprintf(out, "%d,%d,%d,,,,,,,,,%d,\"%s\"\n", c->tile_width, c->tile_height, r->threads,
+                    r->is_auto, r->why);
+        else
+            fprintf(out, "%4dx%-4d %7d  %s\n", c->tile_width, c->tile_height, r->threads, r->why);
+        return;
+    }
+    const double gbs = bytes / (ms * 1e6);
+    const size_t shared = conv2d_shared_bytes(version, c);
+    if (csv)
+        fprintf(out, "%d,%d,%d,%d,%d,%.4f,%zu,%.4f,%.2f,%.1f,%.1f,%d,\n", c->tile_width,
+                c->tile_height, r->threads, (r->threads + 31) / 32, r->info.blocks_per_sm,
+                r->info.occupancy, shared, ms, pixels / (ms * 1e6), gbs, 100.0 * gbs / copy_gbs,
+                r->is_auto);
+    else
+        fprintf(out, "%4dx%-4d %7d %5d %8.0f%% %9zu %9.3f %8.1f %8.0f %8.1f%%%s\n", c->tile_width,
+                c->tile_height, r->threads, (r->threads + 31) / 32, 100.0 * r->info.occupancy,
+                shared, ms, pixels / (ms * 1e6), gbs, 100.0 * gbs / copy_gbs,
+                r->is_auto ? "  <- auto" : "");
 }
 
 int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mask,
@@ -1013,82 +1098,65 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
     base.dst = b->buffer[1];
     const double bytes = 2.0 * (double)b->height * (double)row_bytes(b);  /* read + write */
     const double pixels = (double)b->width * (double)b->height;
-    float copy_ms;
-    if (time_median(b, copy_image, NULL, &copy_ms) < 0)
+    float copy_runs[SWEEP_REPS];
+    if (time_runs(b, copy_image, NULL, 2, SWEEP_REPS, copy_runs) < 0)
         return -1;
+    const float copy_ms = median_of(copy_runs, SWEEP_REPS);
     const double copy_gbs = bytes / (copy_ms * 1e6);
+    sweep_row *rows = calloc(SWEEP_WIDTHS * SWEEP_HEIGHTS, sizeof *rows);
+    if (!rows) {
+        gf_set_error("out of host memory for the tile sweep");
+        return -1;
+    }
+    const int n = sweep_rows(b, version, &base, rows);
+    const int per_round = SWEEP_REPS / SWEEP_ROUNDS;
+    for (int round = 0; round < SWEEP_ROUNDS && n > 0; round++)
+        for (int k = 0; k < n; k++) {
+            if (rows[k].why[0])
+                continue;
+            sweep_launch s = {version, &rows[k].launch};
+            if (time_runs(b, launch_once, &s, 1, per_round, rows[k].ms + round * per_round) < 0) {
+                free(rows);
+                return -1;
+            }
+        }
+    if (n < 0) {
+        free(rows);
+        return -1;
+    }
     if (csv)
         fprintf(out, "tile_width,tile_height,threads,warps,blocks_per_sm,occupancy,shared_bytes,"
                      "ms,gpx_per_s,gb_per_s,roofline_percent,auto,note\n");
     else
         fprintf(out, "conv2d %s, %s %dx%d on %dx%dx%d, %s border, %s; device copy %.3f ms "
-                     "(%.0f GB/s), median of %d runs\n"
+                     "(%.0f GB/s), median of %d runs (%d rounds over the tiles)\n"
                      "%-9s %7s %5s %9s %9s %9s %8s %8s %9s\n",
                 conv2d_version_name(version), mask->name, mask->width, mask->height, b->width,
                 b->height, b->channels, border_names[border], b->prop.name, copy_ms, copy_gbs,
-                SWEEP_REPS, "tile", "threads", "warps", "occupancy", "shared B", "ms", "Gpx/s",
-                "GB/s", "roofline");
-    static const int widths[] = {8, 16, 32, 64, 128, 256, 512};
-    static const int heights[] = {1, 2, 4, 8, 16, 32, 64};
+                SWEEP_REPS, SWEEP_ROUNDS, "tile", "threads", "warps", "occupancy", "shared B", "ms",
+                "Gpx/s", "GB/s", "roofline");
     float best_ms = 0.0f, auto_ms = 0.0f;
-    int best_w = 0, best_h = 0;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        for (size_t j = 0; j < sizeof heights / sizeof heights[0]; j++) {
-            conv2d_launch c = base;
-            c.tile_width = widths[i];
-            c.tile_height = heights[j];
-            const int is_auto = c.tile_width == base.tile_width && c.tile_height == base.tile_height;
-            const int threads = conv2d_block_threads(version, &c);
-            const char *why = NULL;
-            occupancy_info info = {0, 0.0};
-            if (!conv2d_supports(version, &c)) {
-                if (widths[i] * heights[j] < 64 || widths[i] * heights[j] > 8192)
-                    continue;  /* far outside what this version runs: not a candidate */
-                why = "cannot launch: not a tile shape this kernel version runs";
-            } else if (threads < 32) {
-                continue;
-            } else if (tile_fits(b, version, &c) < 0) {
-                why = gf_error() + strlen("gpufilter: ");
-            } else if (occupancy_of(b, version, &c, &info) < 0) {
-                return -1;
-            } else if (info.blocks_per_sm == 0) {
-                why = "cannot launch: no block fits on a multiprocessor";
-            }
-            if (why) {
-                if (csv)
-                    fprintf(out, "%d,%d,%d,,,,,,,,,%d,\"%s\"\n", c.tile_width, c.tile_height,
-                            threads, is_auto, why);
-                else
-                    fprintf(out, "%4dx%-4d %7d  %s\n", c.tile_width, c.tile_height, threads, why);
-                continue;
-            }
-            float ms;
-            sweep_launch s = {version, &c};
-            if (time_median(b, launch_once, &s, &ms) < 0)
-                return -1;
-            if (best_ms == 0.0f || ms < best_ms) {
-                best_ms = ms;
-                best_w = c.tile_width;
-                best_h = c.tile_height;
-            }
-            if (is_auto)
-                auto_ms = ms;
-            const double gbs = bytes / (ms * 1e6);
-            const size_t shared = conv2d_shared_bytes(version, &c);
-            if (csv)
-                fprintf(out, "%d,%d,%d,%d,%d,%.4f,%zu,%.4f,%.2f,%.1f,%.1f,%d,\n", c.tile_width,
-                        c.tile_height, threads, (threads + 31) / 32, info.blocks_per_sm,
-                        info.occupancy, shared, ms, pixels / (ms * 1e6), gbs,
-                        100.0 * gbs / copy_gbs, is_auto);
-            else
-                fprintf(out, "%4dx%-4d %7d %5d %8.0f%% %9zu %9.3f %8.1f %8.0f %8.1f%%%s\n",
-                        c.tile_width, c.tile_height, threads, (threads + 31) / 32,
-                        100.0 * info.occupancy, shared, ms, pixels / (ms * 1e6), gbs,
-                        100.0 * gbs / copy_gbs, is_auto ? "  <- auto" : "");
+    int best = -1, automatic = -1;
+    for (int k = 0; k < n; k++) {
+        const float ms = rows[k].why[0] ? 0.0f : median_of(rows[k].ms, SWEEP_REPS);
+        print_sweep_row(out, csv, version, &rows[k], ms, bytes, pixels, copy_gbs);
+        if (rows[k].why[0])
+            continue;
+        if (best < 0 || ms < best_ms) {
+            best_ms = ms;
+            best = k;
         }
-    if (!csv && best_ms > 0.0f)
+        if (rows[k].is_auto) {
+            auto_ms = ms;
+            automatic = k;
+        }
+    }
+    if (!csv && best >= 0)
         fprintf(out, "auto %dx%d: %.3f ms; best %dx%d: %.3f ms; auto is %.1f%% slower than the best\n",
-                base.tile_width, base.tile_height, auto_ms, best_w, best_h, best_ms,
-                auto_ms > 0.0f ? 100.0 * (auto_ms - best_ms) / best_ms : 0.0);
+                base.tile_width, base.tile_height, auto_ms, rows[best].launch.tile_width,
+                rows[best].launch.tile_height, best_ms,
+                automatic >= 0 ? 100.0 * (auto_ms - best_ms) / best_ms : 0.0);
+    free(rows);
     return 0;
 }
+

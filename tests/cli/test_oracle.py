@@ -784,6 +784,65 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
     check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
 
 
+# --tile sweep: every candidate tile timed or named as one that cannot
+# launch, the automatic one marked (the tile -v reports for the same run),
+# and the closing line's best the fastest row; --csv the same rows
+SWEEP_ROW = re.compile(r"^ *(\d+)x(\d+) +(\d+) +(.*)$")
+
+
+def sweep_rows_text(text):
+    rows = {}
+    for line in text.splitlines()[2:-1]:
+        m = SWEEP_ROW.match(line)
+        assert m, line
+        rows[(int(m[1]), int(m[2]))] = (int(m[3]), m[4])
+    return rows
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("mask, channels", [("box9", 1), ("gaussian5", 4)])
+def test_cuda_tile_sweep(gf, rng, tmp_path, mask, channels):
+    src = write_png(tmp_path / "in.png", random_image(rng, 300, 200, channels))
+    verbose = gf.run("--backend", "cuda", "-v", "-m", mask, src, tmp_path / "out.png").ok()
+    auto = tuple(int(v) for v in re.search(r": tile (\d+)x(\d+), block", verbose.err).groups())
+    text = gf.run("--backend", "cuda", "--tile", "sweep", "-m", mask, src).ok().out.decode()
+    lines = text.splitlines()
+    assert re.match(rf"conv2d \w+, {mask} \d+x\d+ on 300x200x{channels}, nearest border, .*; "
+                    r"device copy [0-9.]+ ms \(\d+ GB/s\), median of 20 runs "
+                    r"\(4 rounds over the tiles\)$", lines[0]), lines[0]
+    rows = sweep_rows_text(text)
+    timed = {}
+    for tile, (threads, rest) in rows.items():
+        if not rest[0].isdigit():  # why it cannot launch
+            continue
+        fields = rest.replace("%", "").split()
+        warps, occupancy, shared, ms = int(fields[0]), float(fields[1]), int(fields[2]), float(fields[3])
+        assert warps == (threads + 31) // 32 and 0 < occupancy <= 100 and shared >= 0 and ms > 0, rest
+        timed[tile] = ms
+    assert [t for t, (_, rest) in rows.items() if rest.endswith("<- auto")] == [auto], text
+    best = min(timed, key=timed.get)
+    m = re.match(r"auto (\d+)x(\d+): ([0-9.]+) ms; best (\d+)x(\d+): ([0-9.]+) ms; "
+                 r"auto is ([0-9.]+)% slower than the best$", lines[-1])
+    assert m and (int(m[1]), int(m[2])) == auto and float(m[3]) == timed[auto], lines[-1]
+    assert float(m[6]) == timed[best] and float(m[6]) <= float(m[3]), lines[-1]
+    csv_text = gf.run("--backend", "cuda", "--tile", "sweep", "--csv", "-m", mask, src).ok().out.decode()
+    header, *csv_rows = csv_text.splitlines()
+    assert header == ("tile_width,tile_height,threads,warps,blocks_per_sm,occupancy,shared_bytes,"
+                      "ms,gpx_per_s,gb_per_s,roofline_percent,auto,note")
+    seen, marked = [], []
+    for row in csv_rows:
+        cells = row.split(",", 12)
+        tile = (int(cells[0]), int(cells[1]))
+        seen.append(tile)
+        if cells[11] == "1":
+            marked.append(tile)
+        if cells[7]:
+            assert tile in timed and float(cells[7]) > 0 and 0 < float(cells[5]) <= 1, row
+        else:
+            assert tile not in timed and cells[12].startswith('"'), row
+    assert seen == list(rows) and marked == [auto], csv_text
+
+
 # 15x15 masks on the direct version: integer weights of -128..127 whose sums
 # stay below 2^22 take its DP4A path (the bench's random15; both ends of the
 # byte range); any other 15x15 mask is refused by --kernel direct and runs
