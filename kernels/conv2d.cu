@@ -594,6 +594,14 @@ __device__ __forceinline__ void conv2d_sts(float *tile, int i, const float (&v)[
     }
 }
 
+/* MODE_DIV_ODD's finish of an exact integer sum held as the float 2^23 +
+ * sum (0 <= sum < 2^23): rint(sum / d), with mul = 1 / d, plus 2^23, by a
+ * FADD and one FFMA (no clamp: the box masks' outputs are in range). */
+__device__ __forceinline__ float conv2d_div_odd(float biased, float mul)
+{
+    return __fmaf_rn(__fadd_rn(biased, -kMagic), mul, kMagic);
+}
+
 /* Byte i of a word as a float: 0x4B0000bb is 2^23 + b exactly, so one PRMT
  * and one FADD, both full-rate, replace the quarter-rate I2F. */
 __device__ __forceinline__ float conv2d_byte(unsigned word, int i)
@@ -1965,7 +1973,7 @@ __device__ __forceinline__ void conv2d_running_finish4(const conv2d_running4<Q, 
                 v = __uint_as_float(st.col[q][c]);
             else
                 v = conv2d_lane_float(st.col[q], c);
-            fv[q][c] = __fmaf_rn(__fadd_rn(v, -kMagic), mul, kMagic);
+            fv[q][c] = conv2d_div_odd(v, mul);
         }
 }
 
@@ -2597,8 +2605,7 @@ __device__ __forceinline__ void conv2d_scan_windows(unsigned (&pv)[16], float mu
             const int b = q - R - 1, bo = b >= 0 ? 0 : -((Q - 1 - b) / Q), bs = (b - bo * Q) * C + c;
             const unsigned hi = ao ? __shfl_down_sync(0xFFFFFFFFu, pv[as], ao) : pv[as];
             const unsigned lo = bo ? __shfl_up_sync(0xFFFFFFFFu, pv[bs], -bo) : pv[bs];
-            const float sum = __fadd_rn(__uint_as_float(hi - lo + 0x4B000000u), -kMagic);
-            fv[q][c] = __fmaf_rn(sum, mul, kMagic);
+            fv[q][c] = conv2d_div_odd(__uint_as_float(hi - lo + 0x4B000000u), mul);
         }
 }
 
@@ -2648,9 +2655,8 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
             const unsigned hi = a >= Q ? __shfl_down_sync(0xFFFFFFFFu, pv[as], 1) : pv[as];
             const unsigned lo = b < -1 ? __shfl_up_sync(0xFFFFFFFFu, pv[bs] - total, 1)
                                        : b == -1 ? 0u : pv[bs];
-            const unsigned bits = hi - lo + (a >= Q ? magic_total : 0x4B000000u);
-            const float sum = __fadd_rn(__uint_as_float(bits), -kMagic);
-            fv[q][0] = __fmaf_rn(sum, mul, kMagic);
+            const unsigned biased = hi - lo + (a >= Q ? magic_total : 0x4B000000u);
+            fv[q][0] = conv2d_div_odd(__uint_as_float(biased), mul);
         }
     } else {
         conv2d_scan_windows<C, CF, M>(pv, mul, fv);
