@@ -1109,21 +1109,20 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
         return -1;
     }
     const int n = sweep_rows(b, version, &base, rows);
+    if (n < 0) {  /* a CUDA failure while listing the tiles */
+        free(rows);
+        return -1;
+    }
     const int per_round = SWEEP_REPS / SWEEP_ROUNDS;
-    for (int round = 0; round < SWEEP_ROUNDS && n > 0; round++)
+    for (int round = 0; round < SWEEP_ROUNDS; round++)
         for (int k = 0; k < n; k++) {
-            if (rows[k].why[0])
-                continue;
             sweep_launch s = {version, &rows[k].launch};
-            if (time_runs(b, launch_once, &s, 1, per_round, rows[k].ms + round * per_round) < 0) {
+            if (!rows[k].why[0] &&
+                time_runs(b, launch_once, &s, 1, per_round, rows[k].ms + round * per_round) < 0) {
                 free(rows);
                 return -1;
             }
         }
-    if (n < 0) {
-        free(rows);
-        return -1;
-    }
     if (csv)
         fprintf(out, "tile_width,tile_height,threads,warps,blocks_per_sm,occupancy,shared_bytes,"
                      "ms,gpx_per_s,gb_per_s,roofline_percent,auto,note\n");
@@ -1159,4 +1158,3 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
     free(rows);
     return 0;
 }
-
