@@ -10,8 +10,9 @@
 #   bench     build/gpufilter-bench --kernels conv2d (every version, NPP peer)
 #   tone      build/gpufilter-bench --kernels histogram,reduce,scan,lut,equalize
 #   sweep     gpufilter --tile sweep for box3, gaussian5, sobel, gaussian7,
-#             box9, random15, box15, box31 (RGBA) and box3, gaussian3, box9,
-#             box31 (gray) on an 8192x8192 image
+#             box9, random15, box15, box31, gaussian15, gaussian31 (RGBA) and
+#             box3, gaussian3, box9, box31, gaussian15, gaussian31 (gray) on
+#             an 8192x8192 image
 #   verbose   gpufilter -v on a 8192x8192 RGBA image: the stage breakdown
 #   ncu       Nsight Compute on the direct kernel (gaussian3, gray and RGBA)
 #             and the instruction counts of its SASS
@@ -106,12 +107,12 @@ for stage in "$@"; do
         note "bench tone: rc $? ($LOGS/bench-tone.txt)" ;;
     sweep)
         big_image
-        for m in box3 gaussian5 sobel gaussian7 box9 random15 box15 box31; do
+        for m in box3 gaussian5 sobel gaussian7 box9 random15 box15 box31 gaussian15 gaussian31; do
             GPUFILTER_MASKS=bench/masks build/gpufilter --backend cuda --tile sweep -m $m out/big4.png \
                 >>"$LOGS/sweep.txt" 2>&1
             echo >>"$LOGS/sweep.txt"
         done
-        for m in box3 gaussian3 box9 box31; do
+        for m in box3 gaussian3 box9 box31 gaussian15 gaussian31; do
             GPUFILTER_MASKS=bench/masks build/gpufilter --backend cuda --tile sweep -m $m out/big1.png \
                 >>"$LOGS/sweep.txt" 2>&1
             echo >>"$LOGS/sweep.txt"

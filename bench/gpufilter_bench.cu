@@ -324,10 +324,26 @@ static void parse_options(int argc, char **argv)
         g_opt.kernels = K_ALL;
 }
 
+/* Blocks of a launch an SM holds at once (0 where the query fails). */
+static int blocks_per_sm(int version, const conv2d_launch *q)
+{
+    const void *entry = conv2d_kernel_for(version, q);
+    const size_t shared = conv2d_shared_bytes(version, q);
+    int blocks = 0;
+    if (!entry || conv2d_allow_shared(entry, shared) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, entry, conv2d_block_threads(version, q),
+                                                      shared) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return blocks;
+}
+
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
  * direct version: the widest Wx64 it runs with 256 threads on the first
  * arithmetic path that such a tile runs, conv2d_path_rank, as the tool's
- * automatic tile keeps to it). */
+ * automatic tile keeps to it, among those of the most blocks an SM: the
+ * tensor-core path's shared memory grows with the tile). */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;
@@ -336,16 +352,17 @@ static void tile_of(int version, conv2d_launch *q)
         q->tile_width = g_opt.version_tile[2 * version];
         q->tile_height = g_opt.version_tile[2 * version + 1];
     } else if (version == 4 && !g_opt.tile_given) {
-        int best = 0, best_rank = 0;
+        int best = 0, best_rank = 0, best_blocks = 0;
         for (int w = 512; w >= 8; w /= 2) {
             q->tile_width = w;
             q->tile_height = 64;
             if (!conv2d_supports(version, q) || conv2d_block_threads(version, q) != 256)
                 continue;
-            const int rank = conv2d_path_rank(version, q);
-            if (best == 0 || rank < best_rank) {
+            const int rank = conv2d_path_rank(version, q), blocks = blocks_per_sm(version, q);
+            if (best == 0 || rank < best_rank || (rank == best_rank && blocks > best_blocks)) {
                 best = w;
                 best_rank = rank;
+                best_blocks = blocks;
             }
         }
         q->tile_width = best ? best : g_opt.tile_width;

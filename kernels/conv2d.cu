@@ -207,6 +207,22 @@
  *               3 to 12 steps ahead were slower (RGBA box31 0.38 ->
  *               0.39-0.44 ms); 2 blocks an SM at up to 128 registers
  *               (no spill) no faster. Not kept.
+ *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
+ *               Masks of 11x11 to 31x31 that factor as a column times
+ *               a row of integers 0..255 (sampled Gaussians: the column
+ *               pass took M FFMA a pixel and channel, and past 15x15 only
+ *               version 3 ran them) take both passes as products of
+ *               8-bit matrices, mma.sync m16n8k32 into exact 32-bit
+ *               sums, a Toeplitz matrix of the weights times the bytes
+ *               (the column pass on the row sums split into their low
+ *               and high bytes), then the separable integer path's
+ *               scaling: the same bytes. Blocks of 256 threads walk
+ *               tiles (a persistent grid), the next tile's rows copied
+ *               in (cp.async) while the current one is computed. Gray
+ *               gaussian15 0.290 -> 0.177 ms, gaussian31 0.733 (version
+ *               3, same run) -> 0.173; RGBA gaussian15 1.193 -> 0.620,
+ *               gaussian31 1.985 (version 3, same run) -> 0.738: 25-31%
+ *               of the copy rate.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -297,6 +313,18 @@
  *              46 / 32 for the 14 rows each thread reads before its first
  *              output: ~350 DP4A per pixel against version 2's 900 FFMA +
  *              ~40 LDS.128: ~2x faster if DP4A issues at the FFMA rate.
+ *     version 4 on the tensor cores, per 16 output bytes and 8 rows: the
+ *              row pass (2 to 5 chunks of 32 bytes of K: gray 2, RGBA
+ *              31x31 5) one ldmatrix per two chunks and one mma a chunk,
+ *              times (TH + M - 1) / TH for the halo rows; the column pass
+ *              4 mma (two chunks, low and high bytes), 2 8-byte loads and
+ *              4 PRMT a chunk, ~3 instructions an output to finish and
+ *              pack. ncu, gray 31x31, tile 128x64: 76 M warp instructions
+ *              (~1.1 a pixel), issue ~55% busy, the stalls on the mma
+ *              waiting for ldmatrix and on the edge tiles' byte-by-byte
+ *              gathers; ~20 M mma for RGBA 31x31, a tenth of the tensor
+ *              cores' rate. Not issue-bound, not memory-bound: 25-30% of
+ *              the copy rate, latency between the phases of a tile.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
@@ -2812,6 +2840,37 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
         }
     }
 }
+
+/* ---- version 4 on the tensor cores: separable masks of bytes (kMma4) ------- */
+
+#include "conv2d_mma.cuh"
+
+constexpr int kMma4 = kBoxScan4 + 1;
+
+/* Masks of 11x11 to 31x31 that factor as a column times a row of integers
+ * 0..255 whose sums stay in 16 bits (the row's weights sum to at most 257),
+ * gray and RGBA: both passes as 8-bit integer products on the tensor cores
+ * (conv2d_mma.cuh), the sums exact, then the separable integer path's
+ * scaling of the float 2^23 + 2^22 + S: one FFMA and a clamp for masks
+ * prescaled without an offset, else conv2d_value. A persistent grid: each
+ * block builds its Toeplitz fragments once and walks tiles. */
+template <int C, int CF, int M>
+__global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
+{
+    const fast_header &h = a.h;
+    const bool quick = h.mode == MODE_PRESCALED_NO_OFFSET, div = h.mode == MODE_DIV;
+    const float mul = div ? 1.0f : 1.0f / h.scale[0];  /* a power of two where prescaled */
+    const float sub = -12582912.0f * mul, top = sub + kMagic;
+    conv2d_mma_body<C, CF, M>(
+        h, [&](int i) { return __float_as_uint(a.w[i]); },
+        [&](float t) {
+            if (quick)
+                return __float_as_uint(fminf(fmaxf(__fmaf_rn(t, mul, top), kMagic), kMagic + 255.0f));
+            const float sum[1] = {__fmaf_rn(t, mul, sub)};
+            return __float_as_uint(div ? conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h)
+                                       : conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
+        });
+}
 }  /* namespace */
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -2946,6 +3005,14 @@ static cudaError_t conv2d_run_scan4(const conv2d_plan &pl, cudaStream_t stream)
     return conv2d_start(conv2d_scan_kernel4<C, CF, M>, pl.grid, pl.block, pl.shared, stream, args);
 }
 
+template <int C, int CF, int M>
+static cudaError_t conv2d_run_mma4(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<16> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_mma_kernel4<C, CF, M>, pl.grid, pl.block, pl.shared, stream, args);
+}
+
 template <int C, int CF, bool WS>
 static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 {
@@ -3011,6 +3078,13 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     {4, C, CF, 1, M, M, 1, 16 / C, kBoxScan4, 0u, (const void *)conv2d_scan_kernel4<C, CF, M>, \
      conv2d_run_scan4<C, CF, M>, MODE_DIV_ODD + kInRange}
 #define CONV2D_V4SCAN(M) CONV2D_V4SCAN1(1, 1, M), CONV2D_V4SCAN1(4, 3, M), CONV2D_V4SCAN1(4, 4, M)
+/* M x M masks that factor as a column times a row of bytes 0..255 on the
+ * tensor cores, any scaling: gray, RGBA with alpha copied and filtered;
+ * blocks of 256 threads whatever the tile */
+#define CONV2D_V4MMA1(C, CF, M)                                                                \
+    {4, C, CF, 1, M, M, 1, 1, kMma4, 0u, (const void *)conv2d_mma_kernel4<C, CF, M>,          \
+     conv2d_run_mma4<C, CF, M>, kModeAny}
+#define CONV2D_V4MMA(M) CONV2D_V4MMA1(1, 1, M), CONV2D_V4MMA1(4, 3, M), CONV2D_V4MMA1(4, 4, M)
 /* M x M masks on the separable integer path in any scaling mode: gray, 4
  * pixels a thread, and RGBA, one pixel (M rows of accumulators) */
 #define CONV2D_V4SEP(M)                                                                       \
@@ -3074,6 +3148,11 @@ const conv2d_variant conv2d_variants[] = {
     /* 11x11 to 15x15 that factor as an integer column times a row of
      * bytes (sampled gaussians), any scaling */
     CONV2D_V4SEP(11), CONV2D_V4SEP(13), CONV2D_V4SEP(15),
+    /* 11x11 to 31x31 of a column times a row of bytes 0..255 (sampled
+     * gaussians): the tensor cores */
+    CONV2D_V4MMA(11), CONV2D_V4MMA(13), CONV2D_V4MMA(15), CONV2D_V4MMA(17), CONV2D_V4MMA(19),
+    CONV2D_V4MMA(21), CONV2D_V4MMA(23), CONV2D_V4MMA(25), CONV2D_V4MMA(27), CONV2D_V4MMA(29),
+    CONV2D_V4MMA(31),
     /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
     CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
     CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),
@@ -3556,6 +3635,79 @@ static bool conv2d_scan_grid4(const conv2d_launch *p, conv2d_plan *pl, int threa
     return (warps + per_block - 1) / per_block <= 0x7FFFFFFF;
 }
 
+/* Whether a factored mask suits the tensor cores (kMma4): the row and the
+ * column of integers 0..255, the row's sums (255 times the row's weights)
+ * in 16 bits. */
+static bool conv2d_mma_weights(const float *row, const float *column, int m)
+{
+    double total = 0.0;
+    for (int i = 0; i < m; i++) {
+        if (!(row[i] >= 0.0f && row[i] <= 255.0f && column[i] >= 0.0f && column[i] <= 255.0f))
+            return false;
+        total += row[i];
+    }
+    return 255.0 * total <= 65535.0;
+}
+
+/* Whether the current device has the 8-bit mma.sync (compute capability
+ * 8.0 and up). */
+static bool conv2d_mma_device()
+{
+    static thread_local int known_dev = -1, known_major = 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    if (dev != known_dev) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        known_dev = dev;
+        known_major = major;
+    }
+    return known_major >= 8;
+}
+
+/* The tiles kMma4 takes: rows of 16 to 256 bytes, a power of two (m-tiles
+ * of 16 bytes, output pieces of 16), and a multiple of 16 rows, at most
+ * 128, in at most 227 KB of shared memory. */
+static bool conv2d_mma_tile(int C, int M, int TW, int TH)
+{
+    const int bytes = TW * C;
+    return bytes >= 16 && bytes <= 256 && (bytes & (bytes - 1)) == 0 && TH >= 16 && TH <= 128 &&
+           TH % 16 == 0 && conv2d_mma_shared(C, M, TW, TH) <= 227 * 1024;
+}
+
+/* kMma4's weights: the row's bytes, then from byte 32 the column's, in
+ * 16 words. */
+static int conv2d_pack_mma(const float *row, const float *column, int m, float *out)
+{
+    unsigned char bytes[64] = {0};
+    for (int i = 0; i < m; i++) {
+        bytes[i] = (unsigned char)row[i];
+        bytes[32 + i] = (unsigned char)column[i];
+    }
+    memcpy(out, bytes, sizeof bytes);
+    return 16;
+}
+
+/* kMma4's persistent grid: as many blocks as the device holds at once, at
+ * most one a tile; h.steps the tiles a block walks at most. */
+static bool conv2d_mma_grid(const conv2d_launch *p, conv2d_plan *pl, int threads)
+{
+    const long long tiles = (long long)((p->width + p->tile_width - 1) / p->tile_width) *
+                            ((p->height + p->tile_height - 1) / p->tile_height);
+    const long long resident = conv2d_resident_blocks(*pl, threads);
+    const long long blocks = resident < 1 || resident > tiles ? tiles : resident;
+    pl->h.steps = (int)((tiles + blocks - 1) / blocks);
+    pl->h.edge_rows = pl->h.edge_cols = pl->h.edge_left = pl->h.edge_right0 = 0;
+    pl->grid = dim3((unsigned)blocks, 1);
+    return tiles <= 0x7FFFFFFF;
+}
+
 /* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
  * 'full' also the header, weights and grid. False when the version cannot
  * run it. */
@@ -3611,21 +3763,25 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * columns, with columns of ones (those three in range only), with
          * any column; DP4A, DP2A, float */
         const bool box = have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
-        const bool paths[8] = {box, box, have_factors && conv2d_binomial_column(column, mh),
-                               have_factors && conv2d_ones(column, mh), have_factors,
+        const bool mma = have_factors && mw >= kMmaMinMask && conv2d_mma_weights(row, column, mw) &&
+                         conv2d_mma_device();
+        const bool paths[9] = {box, box, have_factors && conv2d_binomial_column(column, mh),
+                               have_factors && conv2d_ones(column, mh), mma, have_factors,
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
                                integer, true};
-        const int dps[8] = {kBoxScan4, kRunning4, kBinomial4, kBox4, kSeparable4, 1, 2, 0};
+        const int dps[9] = {kBoxScan4, kRunning4, kBinomial4, kBox4, kMma4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < 8 && !pl->v; i++)
+        for (int i = 0; i < 9 && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
                 pl->path = i + 1;
                 if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
                     pl->v = NULL;  /* not blocks of whole warps: the paths below */
+                if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, mw, TW, TH))
+                    pl->v = NULL;  /* not a tile of its: the paths below */
             }
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
@@ -3652,16 +3808,20 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     if (!pl->v)
         return false;
     const int P = pl->v->P, Q = pl->v->Q;
-    const int nx = TW / Q, ny = TH / P, threads = version == 3 ? TW * (TH / 8) : nx * ny;
+    const bool mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
+    const int nx = TW / Q, ny = TH / P;
+    const int threads = mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
     if (threads < 1 || threads > kMaxThreads)
         return false;
-    pl->block = version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
+    pl->block = mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
 
     fast_header &h = pl->h;
     memset(&h, 0, sizeof h);
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
-    if (version == 4 && pl->v->ws == kBoxScan4) {  /* registers and shuffles only */
+    if (mma) {
+        pl->shared = conv2d_mma_shared(C, mw, TW, TH);
+    } else if (version == 4 && pl->v->ws == kBoxScan4) {  /* registers and shuffles only */
         pl->shared = 0;
     } else if (version == 4) {  /* each thread's ring of rows */
         pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
@@ -3724,8 +3884,9 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
         prescale = conv2d_prescalable(p, K, mw * mh, inv);
-        pl->nw = conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
-                                          : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
+        pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
+                 : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
+                                                : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
         prescale = conv2d_prescalable(p, K, taps, inv);
@@ -3762,6 +3923,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
     if (version == 4 && pl->v->ws == kBoxScan4)
         return conv2d_scan_grid4(p, pl, threads);
+    if (mma)
+        return conv2d_mma_grid(p, pl, threads);
     if (version == 4)
         return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
     /* a block walks down ~256 rows, unless that leaves too few blocks */
@@ -3803,7 +3966,8 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     conv2d_plan pl;
     if (!conv2d_make_plan(4, p, &pl, false))
         return 0;
-    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 || pl.v->ws == kBoxScan4
+    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 || pl.v->ws == kBoxScan4 ||
+                   pl.v->ws == kMma4
                ? CONV2D_SEPARABLE_INTEGER
            : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
                                         : pl.v->ws;
@@ -3822,6 +3986,7 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kBinomial4:   return "separable integer, binomial column, no clamp";
     case kBox4:        return "separable integer, column of ones, no clamp";
     case kBoxScan4:    return "box, prefix sums across a warp, no clamp";
+    case kMma4:        return "separable integer, tensor cores";
     case kRunning4:
         return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
                              : "box, running sums in 16-bit lanes, no clamp";

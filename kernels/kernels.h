@@ -55,6 +55,11 @@ typedef struct {
      *     threads, whole warps, each warp a column of output pixels
      *     whatever the tile; a tile that makes no such block runs the
      *     older path (running sums on RGBA, the column of ones on gray).
+     *     Its tensor-core path (11x11 to 31x31 masks of a column times a
+     *     row of integers 0..255 whose row sums fit 16 bits, gray and
+     *     RGBA, compute capability 8.0 and up) runs blocks of 256 threads
+     *     over tiles of tile_width * channels = 16 to 256 bytes (a power
+     *     of two) by 16 to 128 rows (a multiple of 16).
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -88,8 +93,9 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
- * binomial and box kernels included, and the running sums and prefix
- * sums of box masks, to 31x31), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
+ * binomial and box kernels included, the running sums and prefix sums of
+ * box masks, to 31x31, and the tensor cores' for 11x11 to 31x31 masks of a
+ * column times a row of 0..255), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
  * Scharr pairs on RGBA (16-bit lanes); 0 for its float path or a launch it
  * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
@@ -99,8 +105,9 @@ int conv2d_direct_integer(const conv2d_launch *p);
  * or column-of-ones kernel named, and "no clamp" for the kernels of masks
  * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
  * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp"),
- * "box, prefix sums across a warp, no clamp" or "gradient pair, 16-bit
- * lanes"; NULL when it cannot run the launch. */
+ * "box, prefix sums across a warp, no clamp", "separable integer, tensor
+ * cores" or "gradient pair, 16-bit lanes"; NULL when it cannot run the
+ * launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
 /* Where the arithmetic path of this launch (a tile of version 4) comes in
  * the order the direct version tries them, 0 the first (the gradient

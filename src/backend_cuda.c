@@ -447,12 +447,14 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
  * channels the separable one for masks that factor and are 5x5 or larger
  * (7x7 and larger where the direct one takes its DP4A or DP2A path; never
  * where it takes its separable integer path, for a column of integers
- * times a row of -128..127), and the register-blocked one for the
+ * times a row of -128..127, or its tensor cores, for 11x11 to 31x31 masks
+ * of a column times a row of 0..255), and the register-blocked one for the
  * gradient pairs (unless the direct one takes an integer path: DP4A, or
  * 16-bit lanes for the Sobel, Prewitt and Scharr pairs on RGBA); otherwise
  * the direct one where it runs (3x3, 5x5 and 7x7 masks of one matrix, 9x9
- * of that separable integer kind and 15x15 of integer weights of
- * -128..127 on gray and RGBA, 3x3 gradient pairs), else the separable one
+ * to 15x15 of that separable integer kind, 11x11 to 31x31 of the tensor
+ * cores' and 15x15 of integer weights of -128..127 on gray and RGBA, box
+ * masks to 31x31, 3x3 gradient pairs), else the separable one
  * for masks that factor, else the register-blocked one (the tiled one
  * where none of them runs). */
 static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d_launch *p)

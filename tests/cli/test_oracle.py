@@ -784,6 +784,72 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
     check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
 
 
+# version 4's tensor-core path: masks of 11x11 to 31x31 that factor as a
+# column times a row of integers 0..255 whose row sums stay in 16 bits
+# (sampled Gaussians: the row's weights sum to ~128, the column's to ~120,
+# so that 255 times the whole mask's stays below 2^22), gray and RGBA with
+# alpha copied and filtered, every border. Widths 203 (rows not 16-byte
+# aligned: every piece of the input gathered byte by byte) and 208 (only
+# the edges); scales a power of two (prescaled: one FFMA), the same with an
+# offset, and an odd integer (divided); sizes across the row pass's 2 to 5
+# chunks and the column pass's 1 and 2. Exactly the CPU's bytes.
+MMA_PATH = "separable integer, tensor cores"
+MMA_SIZES = [11, 13, 17, 19, 31]
+
+
+def sampled_gaussian(size, total):
+    """Integer samples of a Gaussian of sigma size / 5 summing to about total."""
+    x = np.arange(size) - size // 2
+    sigma = size / 5
+    return np.rint(total / (sigma * math.sqrt(2 * math.pi)) * np.exp(-x * x / (2 * sigma * sigma))).astype(int)
+
+
+def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, tile=None):
+    channels = 1 if layout == "gray" else 4
+    row, column = sampled_gaussian(size, 128), sampled_gaussian(size, 120)
+    assert row.sum() <= 257 and row.max() <= 255 and 255 * row.sum() * column.sum() < 2**22
+    weights = np.outer(column, row)
+    total = int(weights.sum())
+    scale = total | 1 if scaling == "odd" else 1 << (total - 1).bit_length()
+    text = format_matrix(weights, scale, 7 if scaling == "offset" else None)
+    path = tmp_path / "g.mask"
+    path.write_text(text)
+    img = random_image(rng, width, 83, channels)
+    img[:40, :40] = 255  # the largest sums
+    img[43:, -40:] = 0
+    alpha = ["--filter-alpha"] if layout == "rgba-filter-alpha" else []
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "-v",
+               *(["--tile", tile] if tile else []), *alpha, src, out).ok()
+    assert f"x{channels} ({MMA_PATH}): tile" in r.err, r.describe()
+    got = read_png(out)
+    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu", extra=alpha)
+    assert_equal_image(got, ref, f"cuda direct tensor cores {layout} vs cpu")
+    want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
+    assert_close(got, want, what="cuda direct tensor cores vs oracle")
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("size", MMA_SIZES)
+@pytest.mark.parametrize("layout, scaling", [("gray", "pow2"), ("gray", "odd"), ("rgba", "offset"),
+                                             ("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
+def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width):
+    check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
+
+
+# the same path with tiles of its other shapes: the smallest (16 bytes by
+# 16 rows: one m-tile, a persistent grid of many tiles a block), the widest
+# (256 bytes) and the tallest (128 rows)
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("layout, tile", [("gray", "16x16"), ("gray", "256x16"), ("gray", "32x128"),
+                                          ("rgba", "4x16"), ("rgba", "64x16"), ("rgba", "16x128")])
+def test_cuda_direct_mma_tiles(gf, rng, tmp_path, layout, tile):
+    check_direct_mma(gf, rng, tmp_path, layout, 31, "reflect", DIRECT_WIDTHS[1], "pow2", tile=tile)
+
+
 # --tile sweep: every candidate tile timed or named as one that cannot
 # launch, the automatic one marked (the tile -v reports for the same run),
 # and the closing line's best the fastest row; --csv the same rows

@@ -1,0 +1,372 @@
+/* conv2d_mma.cuh - version 4's tensor-core path (kMma4, included by
+ * conv2d.cu): masks of M x M, 11 <= M <= 31, that factor as a column times
+ * a row of integer weights 0..255 (sampled Gaussians), gray and RGBA.
+ *
+ * Both 1-D passes are products of 8-bit integer matrices on the tensor
+ * cores (mma.sync m16n8k32, u8 x u8 into s32: exact), so the sums are the
+ * separable integer path's and the bytes the same:
+ *   row pass     out^T = W_row x In^T per 16 output bytes of a row and 8
+ *                image rows: A (16 x 32) a Toeplitz matrix of the row's
+ *                weights (A[m][k] = w[(k - s - m) / C] where that is a tap
+ *                of the same channel, else 0), B (32 x 8) 32 bytes of 8
+ *                input rows straight from shared memory by ldmatrix. RGBA
+ *                stays interleaved: the Toeplitz matrix only pairs bytes
+ *                of one channel, so 3 of 4 products are 0, and the tensor
+ *                cores have the rate to spare. The row sums (< 2^16: the
+ *                row's weights sum to at most 257) go to shared memory as
+ *                16-bit values, transposed (a column of the tile is
+ *                contiguous), two rows in one 32-bit store.
+ *   column pass  Out = W_col x Mid per 16 output rows and 8 byte columns:
+ *                A the column's Toeplitz matrix, B 32 rows of 8 columns of
+ *                the row sums, split into their low and high bytes (two
+ *                8-byte loads and four PRMT a fragment): two products,
+ *                lo + 256 hi, the exact sum.
+ *   finish       the sum as the float 2^23 + 2^22 + S (an integer add),
+ *                then the separable integer path's scaling.
+ * The A fragments depend only on the lane and the mask: built once per
+ * block, which then loops over tiles (a persistent grid).
+ *
+ * Per tile (TW x TH output pixels, 256 threads): the input rows and
+ * columns with their halo are copied into shared memory (cp.async, 16 bytes
+ * at a time, where the tile's rows lie inside the image and are 16-byte
+ * aligned; else byte by byte through the border mapping), the row pass
+ * writes Mid, the column pass writes the output bytes over the input
+ * rows, and the block stores them with 16-byte stores (alpha copied from
+ * the source where only RGB is filtered).
+ *
+ * Version ladder (8192x8192, H100, bench/NOTES.md, fifteenth round):
+ *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
+ *     (a division per output in the harness, 4 blocks an SM)
+ *   2 the finish from the biased sum (FFMA), pieces of 16 bytes copied
+ *     and only the edge pieces gathered byte by byte, 3 blocks an SM
+ *     (80 registers): gray 0.167, RGBA 0.68
+ *   3 a persistent grid, the next tile's rows copied during the passes,
+ *     two n-tiles an item (two chains of mma): gray 0.149-0.160, RGBA
+ *     15x15 0.53 (the harness: inputs not rotated); in the bench, inputs
+ *     rotated: gray 15x15 0.177 ms, 31x31 0.173, RGBA 0.620, 0.738
+ *     (25-31% of the copy; the separable integer path 0.290 and 1.193 at
+ *     15x15, version 3 0.733 and 1.985 at 31x31).
+ *
+ * Roofline budget: bytes as every conv2d kernel (C read + C written a
+ * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
+ * M - 1) / (TW TH) of them). Tensor work per output byte: gray 31x31
+ * (2 + 4) / 128 m16n8k32, RGBA 31x31 (5 + 4) / 128; at one m16n8k32 an
+ * SM and clock, 8192x8192 RGBA's ~19 M of them take ~75 us against the
+ * copy's ~180 us, gray's ~4 M ~15 us against ~50: neither the tensor
+ * cores nor memory is the bound, the issue of the ~1 instruction a pixel
+ * (ldmatrix, mma, the finish, the copies) and the latency between a
+ * tile's phases are (ncu: issue ~55% busy). */
+
+/* 9x9 keeps the separable integer path (kSeparable4), which this one was
+ * not measured against; box masks take their running or prefix sums. */
+constexpr int kMmaMinMask = 11;
+constexpr int kMmaBias = 0x4B400000;  /* the float 12582912 = 2^23 + 2^22 */
+
+/* 32-byte chunks of K of the row pass (the last tap of an m-tile's output
+ * byte 15, the copy starting s bytes early so that it is 16-byte aligned)
+ * and of the column pass. */
+__host__ __device__ constexpr int conv2d_mma_shift(int C, int M) { return (16 - M / 2 * C % 16) % 16; }
+__host__ __device__ constexpr int conv2d_mma_row_chunks(int C, int M)
+{
+    return (conv2d_mma_shift(C, M) + 15 + (M - 1) * C) / 32 + 1;
+}
+__host__ __device__ constexpr int conv2d_mma_column_chunks(int M) { return (15 + M - 1) / 32 + 1; }
+
+template <int C, int M> struct conv2d_mma_shape {
+    static constexpr int R = M / 2;
+    static constexpr int RC = R * C;  /* halo bytes on each side */
+    static constexpr int S = conv2d_mma_shift(C, M);
+    static constexpr int NCH_ROW = conv2d_mma_row_chunks(C, M);
+    static constexpr int NCH_COL = conv2d_mma_column_chunks(M);
+};
+
+/* A pitch >= n bytes (or 16-bit elements) that is 16 mod 32: 8 rows of 16
+ * bytes (ldmatrix) or 4 columns of 8 bytes (LDS.64) fall on distinct banks. */
+__host__ __device__ constexpr int conv2d_mma_pitch(int n)
+{
+    return (n + 15) / 32 * 32 + 16;
+}
+
+/* Row-pass rows of a tile (pairs of n-tiles), and the row sums' pitch. */
+__host__ __device__ constexpr int conv2d_mma_rows(int M, int th) { return (th + M - 1 + 15) / 16 * 16; }
+__host__ __device__ constexpr int conv2d_mma_mid_pitch(int M, int th)
+{
+    return conv2d_mma_pitch(th - 16 + 32 * conv2d_mma_column_chunks(M) > conv2d_mma_rows(M, th)
+                                ? th - 16 + 32 * conv2d_mma_column_chunks(M)
+                                : conv2d_mma_rows(M, th));
+}
+
+/* Shared bytes of a tile of tw x th pixels: the weights, two input
+ * buffers, the row sums. */
+__host__ __device__ constexpr size_t conv2d_mma_shared(int C, int M, int tw, int th)
+{
+    return 64 + 2 * (size_t)conv2d_mma_rows(M, th) * conv2d_mma_pitch(tw * C - 16 + 32 * conv2d_mma_row_chunks(C, M)) +
+           (size_t)tw * C * conv2d_mma_mid_pitch(M, th) * 2;
+}
+
+__device__ __forceinline__ void conv2d_mma_u8(int (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                              unsigned b1)
+{
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)d, (void)a, (void)b0, (void)b1;
+    __trap();  /* the plan never picks this path below compute capability 8.0 */
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void conv2d_ldmatrix(unsigned (&r)[N], unsigned addr)
+{
+#if __CUDA_ARCH__ >= 800
+    if constexpr (N == 4)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(addr));
+#else
+    for (int i = 0; i < N; i++)
+        r[i] = 0;
+    (void)addr;
+#endif
+}
+
+/* A fragment of chunk c (rows m: output bytes or rows, columns k: input
+ * bytes or rows of the chunk) of the Toeplitz matrix A[m][k] = w[(k + 32c
+ * - s - m) / C] for taps of the same channel inside the mask, else 0. */
+template <int C, int M>
+__device__ __forceinline__ void conv2d_mma_toeplitz(unsigned (&a)[4], const unsigned char *w, int c,
+                                                    int s, int lane)
+{
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int m = g + 8 * (r & 1), kb = 32 * c + 16 * (r >> 1) + 4 * q;
+        unsigned word = 0;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int d = kb + b - s - m;
+            if (d >= 0 && d % C == 0 && d / C < M)
+                word |= (unsigned)w[d / C] << (8 * b);
+        }
+        a[r] = word;
+    }
+}
+
+/* The body: H a header with src, dst, width, height, border, tw, th;
+ * word(i), i < 16, the weights' words: the row's M bytes, then from byte 32
+ * the column's; finish(t), t the float 2^23 + 2^22 + S of the exact sum
+ * S, a word whose low byte is the output byte. */
+template <int C, int CF, int M, class H, class Word, class Finish>
+__device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, Finish finish)
+{
+    using S = conv2d_mma_shape<C, M>;
+    extern __shared__ __align__(16) unsigned char conv2d_mma_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int TWB = h.tw * C, TH = h.th;
+    const int rows = conv2d_mma_rows(M, TH);  /* row-pass rows: pairs of n-tiles */
+    const int IP = conv2d_mma_pitch(TWB - 16 + 32 * S::NCH_ROW);
+    const int MP = conv2d_mma_mid_pitch(M, TH);
+    const int OP = conv2d_mma_pitch(TWB);
+    /* two buffers of rows x IP input bytes (the tile's and the next one's,
+     * whose copies run meanwhile), the outputs (TH x OP) over the first */
+    unsigned char *const in0 = conv2d_mma_smem + 64;
+    unsigned short *const mid = reinterpret_cast<unsigned short *>(in0 + 2 * rows * IP);
+    const unsigned in0_s = (unsigned)__cvta_generic_to_shared(in0);
+
+    /* the weights' bytes, for the lanes' Toeplitz fragments */
+    if (threadIdx.x < 16)
+        reinterpret_cast<unsigned *>(conv2d_mma_smem)[threadIdx.x] = word(threadIdx.x);
+    __syncthreads();
+    const unsigned char *const w = conv2d_mma_smem;
+
+    unsigned arow[S::NCH_ROW][4], acol[S::NCH_COL][4];
+#pragma unroll
+    for (int c = 0; c < S::NCH_ROW; c++)
+        conv2d_mma_toeplitz<C, M>(arow[c], w, c, S::S, lane);
+#pragma unroll
+    for (int c = 0; c < S::NCH_COL; c++)
+        conv2d_mma_toeplitz<1, M>(acol[c], w + 32, c, 0, lane);
+
+    const long long row_bytes = (long long)h.width * C;
+    const int tiles_x = (h.width + h.tw - 1) / h.tw, tiles_y = (h.height + TH - 1) / TH;
+    const long long tiles = (long long)tiles_x * tiles_y;
+    const gf_border border = (gf_border)h.border;
+    const int in_rows = TH + 2 * S::R;
+    /* 16-byte pieces of a row the taps reach, a power of two of lanes each */
+    const int chunks = (S::S + TWB + 2 * S::RC + 15) / 16;
+    const int cshift = 32 - __clz(chunks - 1), crows = 32 >> cshift;  /* chunks <= 32 */
+    const int mshift = __ffs(TWB / 16) - 1;  /* TWB: a power of two */
+    const bool aligned = ((uintptr_t)h.src % 16 == 0) && row_bytes % 16 == 0;
+    const bool vec_out = ((uintptr_t)h.dst % 16 == 0) && row_bytes % 16 == 0;
+
+    /* tile t's input rows y0 - R .. y0 + TH + R - 1 from byte a0 into
+     * buffer 'buf', in 16-byte pieces (crows rows a warp at a time): copied
+     * where inside the row (and aligned), else byte by byte through the
+     * border */
+    auto fetch = [&](long long t, int buf) {
+        const int ty = (int)(t / tiles_x), tx = (int)(t - (long long)ty * tiles_x);
+        const long long a0 = (long long)tx * TWB - S::RC - S::S;
+        const int y0 = ty * TH;
+        const unsigned in_s = in0_s + buf * rows * IP;
+        unsigned char *const in = in0 + buf * rows * IP;
+        if (const int c = lane & ((1 << cshift) - 1); c < chunks) {
+            for (int r = warp * crows + (lane >> cshift); r < in_rows; r += warps * crows) {
+                const int yi = gf_border_index(y0 - S::R + r, h.height, border);
+                const long long xb = a0 + 16 * c;
+                if (aligned && xb >= 0 && xb + 16 <= row_bytes) {
+                    conv2d_copy_async<16>(in_s + r * IP + 16 * c,
+                                          h.src + (yi < 0 ? 0 : (long long)yi * row_bytes) + xb, yi < 0);
+                    continue;
+                }
+#pragma unroll 1
+                for (int b0 = 0; b0 < 16; b0 += 4) {
+                    unsigned char v[4];  /* four loads in flight before the stores */
+#pragma unroll
+                    for (int b = 0; b < 4; b++) {
+                        const long long x = xb + b0 + b, px = x >= 0 ? x / C : -((-x + C - 1) / C);
+                        const int xi = px < -(1LL << 30) || px > (1LL << 30)
+                                           ? -1
+                                           : gf_border_index((int)px, h.width, border);
+                        v[b] = yi < 0 || xi < 0
+                                   ? 0
+                                   : h.src[(long long)yi * row_bytes + (long long)xi * C + (int)(x - px * C)];
+                    }
+#pragma unroll
+                    for (int b = 0; b < 4; b++)
+                        in[r * IP + 16 * c + b0 + b] = v[b];
+                }
+            }
+        }
+        conv2d_copy_commit();
+    };
+
+    if (blockIdx.x < tiles)
+        fetch(blockIdx.x, 0);
+    int buf = 0;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x, buf ^= 1) {
+        const int ty = (int)(t / tiles_x), tx = (int)(t - (long long)ty * tiles_x);
+        const long long x0b = (long long)tx * TWB;
+        const int y0 = ty * TH;
+        const unsigned in_s = in0_s + buf * rows * IP;
+        unsigned char *const in = in0 + buf * rows * IP;
+        conv2d_copy_wait<0>();
+        __syncthreads();  /* tile t's input is in; the other buffer is free */
+        if (t + gridDim.x < tiles)
+            fetch(t + gridDim.x, buf ^ 1);
+
+        /* row pass: m-tile mt (16 output bytes) of two n-tiles (8 rows
+         * each), two independent chains of products */
+        const int mtiles = TWB / 16, items = mtiles * (rows / 16);
+        for (int it = warp; it < items; it += warps) {
+            const int np = it >> mshift, mt = it & (mtiles - 1);
+            const unsigned base = in_s + (np * 16 + (lane & 7)) * IP + mt * 16 + 16 * (lane >> 3);
+            unsigned b[2][S::NCH_ROW + 1][2];
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int c = 0; c < S::NCH_ROW; c += 2) {
+                    if (c + 1 < S::NCH_ROW) {
+                        unsigned r4[4];
+                        conv2d_ldmatrix<4>(r4, base + n * 8 * IP + 32 * c);
+                        b[n][c][0] = r4[0], b[n][c][1] = r4[1], b[n][c + 1][0] = r4[2], b[n][c + 1][1] = r4[3];
+                    } else {
+                        unsigned r2[2];
+                        conv2d_ldmatrix<2>(r2, base + n * 8 * IP + 32 * c);
+                        b[n][c][0] = r2[0], b[n][c][1] = r2[1];
+                    }
+                }
+            int acc[2][4] = {};
+#pragma unroll
+            for (int c = 0; c < S::NCH_ROW; c++)
+#pragma unroll
+                for (int n = 0; n < 2; n++)
+                    conv2d_mma_u8(acc[n], arow[c], b[n][c][0], b[n][c][1]);
+            unsigned short *const at = mid + (mt * 16 + g) * MP + np * 16 + 2 * q;
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                *reinterpret_cast<unsigned *>(at + 8 * n) = __byte_perm(acc[n][0], acc[n][1], 0x5410);
+                *reinterpret_cast<unsigned *>(at + 8 * n + 8 * MP) = __byte_perm(acc[n][2], acc[n][3], 0x5410);
+            }
+        }
+        __syncthreads();
+
+        /* column pass: m-tile (16 output rows) of two n-tiles (8 output
+         * bytes each) */
+        const int citems = mtiles * (TH / 16);
+        for (int it = warp; it < citems; it += warps) {
+            const int rt = it >> mshift, cp = it & (mtiles - 1);
+            const unsigned short *col = mid + (cp * 16 + g) * MP + rt * 16 + 4 * q;
+            /* lo starts at the bits of the float 2^23 + 2^22: lo + 256 hi
+             * are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
+            int lo[2][4], hi[2][4] = {};
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    lo[n][i] = kMmaBias;
+            uint2 u[2][S::NCH_COL], v[2][S::NCH_COL];
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int c = 0; c < S::NCH_COL; c++) {
+                    u[n][c] = *reinterpret_cast<const uint2 *>(col + n * 8 * MP + 32 * c);
+                    v[n][c] = *reinterpret_cast<const uint2 *>(col + n * 8 * MP + 32 * c + 16);
+                }
+#pragma unroll
+            for (int c = 0; c < S::NCH_COL; c++)
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+                    const uint2 x = u[n][c], y = v[n][c];
+                    conv2d_mma_u8(lo[n], acol[c], __byte_perm(x.x, x.y, 0x6420), __byte_perm(y.x, y.y, 0x6420));
+                    conv2d_mma_u8(hi[n], acol[c], __byte_perm(x.x, x.y, 0x7531), __byte_perm(y.x, y.y, 0x7531));
+                }
+            unsigned char *const at = in + (rt * 16 + g) * OP + cp * 16 + 2 * q;
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                unsigned o[4];  /* output bytes in their low 8 bits */
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
+                *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
+                *reinterpret_cast<unsigned short *>(at + 8 * n + 8 * OP) =
+                    (unsigned short)__byte_perm(o[2], o[3], 0x0040);
+            }
+        }
+        __syncthreads();
+
+        /* the outputs: whole 16-byte pieces where the tile is inside the row */
+        const int out_rows = min(TH, h.height - y0);
+        const int out_bytes = (int)min((long long)TWB, row_bytes - x0b);
+        if (vec_out && out_bytes == TWB) {
+            const int ochunks = TWB / 16;
+            for (int i = threadIdx.x; i < out_rows * ochunks; i += blockDim.x) {
+                const int r = i >> mshift, c = i & (ochunks - 1);
+                uint4 v = *reinterpret_cast<const uint4 *>(in + r * OP + 16 * c);
+                const long long at = (long long)(y0 + r) * row_bytes + x0b + 16 * c;
+                if constexpr (CF < C) {  /* RGBA, alpha copied */
+                    const uint4 a = __ldg(reinterpret_cast<const uint4 *>(h.src + at));
+                    v.x = (v.x & 0x00FFFFFFu) | (a.x & 0xFF000000u);
+                    v.y = (v.y & 0x00FFFFFFu) | (a.y & 0xFF000000u);
+                    v.z = (v.z & 0x00FFFFFFu) | (a.z & 0xFF000000u);
+                    v.w = (v.w & 0x00FFFFFFu) | (a.w & 0xFF000000u);
+                }
+                *reinterpret_cast<uint4 *>(h.dst + at) = v;
+            }
+        } else {
+            for (int i = threadIdx.x; i < out_rows * out_bytes; i += blockDim.x) {
+                const int r = i / out_bytes, b = i - r * out_bytes;
+                const long long at = (long long)(y0 + r) * row_bytes + x0b + b;
+                h.dst[at] = CF < C && b % C >= CF ? h.src[at] : in[r * OP + b];
+            }
+        }
+    }
+}
+
