@@ -36,13 +36,14 @@
  *
  * Version ladder (8192x8192, H100, bench/NOTES.md, fifteenth round):
  *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
- *     (a division per output in the harness, 4 blocks an SM)
+ *     (measured alone, one input, not rotated; a division per output, 4
+ *     blocks an SM)
  *   2 the finish from the biased sum (FFMA), pieces of 16 bytes copied
  *     and only the edge pieces gathered byte by byte, 3 blocks an SM
  *     (80 registers): gray 0.167, RGBA 0.68
  *   3 a persistent grid, the next tile's rows copied during the passes,
  *     two n-tiles an item (two chains of mma): gray 0.149-0.160, RGBA
- *     15x15 0.53 (the harness: inputs not rotated); in the bench, inputs
+ *     15x15 0.53 (measured alone); in the bench, inputs
  *     rotated: gray 15x15 0.177 ms, 31x31 0.173, RGBA 0.620, 0.738
  *     (25-31% of the copy; the separable integer path 0.290 and 1.193 at
  *     15x15, version 3 0.733 and 1.985 at 31x31).
