@@ -746,17 +746,24 @@ def check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind, tile=
     path = tmp_path / "box.mask"
     path.write_text(text)
     img = box_image(rng, width, size, channels)
+    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, kind, "box",
+                        ["--kernel", "direct", *(["--tile", tile] if tile else [])])
+
+
+def check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, kind, what, args):
+    """The mask at path on img with the CUDA backend and args: the path -v
+    names, the CPU backend's bytes and the oracle's values (layout "gray",
+    "rgba" or "rgba-filter-alpha")."""
     alpha = ["--filter-alpha"] if layout == "rgba-filter-alpha" else []
     src = write_png(tmp_path / "in.png", img)
     out = tmp_path / "out.png"
-    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "--kernel", "direct", "-v",
-               *(["--tile", tile] if tile else []), *alpha, src, out).ok()
+    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "-v", *args, *alpha, src, out).ok()
     assert f"x{channels} ({kind}): tile" in r.err, r.describe()
     got = read_png(out)
     ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu", extra=alpha)
-    assert_equal_image(got, ref, f"cuda direct box {layout} vs cpu")
+    assert_equal_image(got, ref, f"cuda direct {what} {layout} vs cpu")
     want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
-    assert_close(got, want, what="cuda direct box vs oracle")
+    assert_close(got, want, what=f"cuda direct {what} vs oracle")
 
 
 @pytest.mark.cuda_only
@@ -817,17 +824,8 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
     img = random_image(rng, width, 83, channels)
     img[:40, :40] = 255  # the largest sums
     img[43:, -40:] = 0
-    alpha = ["--filter-alpha"] if layout == "rgba-filter-alpha" else []
-    src = write_png(tmp_path / "in.png", img)
-    out = tmp_path / "out.png"
-    r = gf.run("--backend", "cuda", "-m", str(path), "-b", border, "-v",
-               *(["--tile", tile] if tile else []), *alpha, src, out).ok()
-    assert f"x{channels} ({MMA_PATH}): tile" in r.err, r.describe()
-    got = read_png(out)
-    ref = gf.apply(tmp_path, img, [str(path)], border, backend="cpu", tag="cpu", extra=alpha)
-    assert_equal_image(got, ref, f"cuda direct tensor cores {layout} vs cpu")
-    want = apply_mask(img, parse_mask(text), border, filter_alpha=(layout == "rgba-filter-alpha"))
-    assert_close(got, want, what="cuda direct tensor cores vs oracle")
+    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, MMA_PATH,
+                        "tensor cores", ["--tile", tile] if tile else [])
 
 
 @pytest.mark.cuda_only
