@@ -3763,8 +3763,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * columns, with columns of ones (those three in range only), with
          * any column; DP4A, DP2A, float */
         const bool box = have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
-        const bool mma = have_factors && mw >= kMmaMinMask && conv2d_mma_weights(row, column, mw) &&
-                         conv2d_mma_device();
+        /* the tensor cores' kernels copy no channel byte by byte: only
+         * gray, or RGBA with alpha copied or filtered */
+        const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
+                         conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
         const bool paths[9] = {box, box, have_factors && conv2d_binomial_column(column, mh),
                                have_factors && conv2d_ones(column, mh), mma, have_factors,
                                integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
