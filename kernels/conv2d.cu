@@ -3673,12 +3673,13 @@ static bool conv2d_mma_device()
 
 /* The tiles kMma4 takes: rows of 16 to 256 bytes, a power of two (m-tiles
  * of 16 bytes, output pieces of 16), and a multiple of 16 rows, at most
- * 128, in at most 227 KB of shared memory. */
-static bool conv2d_mma_tile(int C, int M, int TW, int TH)
+ * 128 (whether the device has the shared memory is the launcher's check,
+ * as for every version: at most 218 KB, RGBA 31x31 at 64x128). */
+static bool conv2d_mma_tile(int C, int TW, int TH)
 {
     const int bytes = TW * C;
     return bytes >= 16 && bytes <= 256 && (bytes & (bytes - 1)) == 0 && TH >= 16 && TH <= 128 &&
-           TH % 16 == 0 && conv2d_mma_shared(C, M, TW, TH) <= 227 * 1024;
+           TH % 16 == 0;
 }
 
 /* kMma4's weights: the row's bytes, then from byte 32 the column's, in
@@ -3782,7 +3783,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                 pl->path = i + 1;
                 if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
                     pl->v = NULL;  /* not blocks of whole warps: the paths below */
-                if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, mw, TW, TH))
+                if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
                     pl->v = NULL;  /* not a tile of its: the paths below */
             }
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
