@@ -2851,9 +2851,10 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * 0..255 whose sums stay in 16 bits (the row's weights sum to at most 257),
  * gray and RGBA: both passes as 8-bit integer products on the tensor cores
  * (conv2d_mma.cuh), the sums exact, then the separable integer path's
- * scaling of the float 2^23 + 2^22 + S: one FFMA and a clamp for masks
- * prescaled without an offset, else conv2d_value. A persistent grid: each
- * block builds its Toeplitz fragments once and walks tiles. */
+ * scaling of the float 2^23 + 2^22 + S: for masks prescaled without an
+ * offset one FFMA (and a clamp above unless normalized), else conv2d_value.
+ * A persistent grid: each block builds its Toeplitz fragments once and walks
+ * tiles. */
 template <int C, int CF, int M>
 __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
 {
@@ -2861,14 +2862,26 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __gri
     const bool quick = h.mode == MODE_PRESCALED_NO_OFFSET, div = h.mode == MODE_DIV;
     const float mul = div ? 1.0f : 1.0f / h.scale[0];  /* a power of two where prescaled */
     const float sub = -12582912.0f * mul, top = sub + kMagic;
+    /* The sums are >= 0 (weights and bytes), so the prescaled mode without an
+     * offset needs no lower clamp, and no upper one either where 255 times
+     * the weights' total, times mul, is at most 255 (a normalized mask). */
+    int row_total = 0, col_total = 0;
+    for (int i = 0; i < M; i++) {
+        row_total += (__float_as_uint(a.w[i / 4]) >> (8 * (i % 4))) & 0xFF;
+        col_total += (__float_as_uint(a.w[8 + i / 4]) >> (8 * (i % 4))) & 0xFF;
+    }
+    const bool normalized = (double)row_total * col_total <= (double)h.scale[0];  /* exact: scale 2^k */
     conv2d_mma_body<C, CF, M>(
-        h, [&](int i) { return __float_as_uint(a.w[i]); },
+        h, [&](int i) { return __float_as_uint(a.w[i]); }, quick ? (normalized ? 0 : 1) : div ? 2 : 3,
+        [&](float t) { return __float_as_uint(__fmaf_rn(t, mul, top)); },
+        [&](float t) { return __float_as_uint(fminf(__fmaf_rn(t, mul, top), kMagic + 255.0f)); },
         [&](float t) {
-            if (quick)
-                return __float_as_uint(fminf(fmaxf(__fmaf_rn(t, mul, top), kMagic), kMagic + 255.0f));
             const float sum[1] = {__fmaf_rn(t, mul, sub)};
-            return __float_as_uint(div ? conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h)
-                                       : conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
+            return __float_as_uint(conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h));
+        },
+        [&](float t) {
+            const float sum[1] = {__fmaf_rn(t, mul, sub)};
+            return __float_as_uint(conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
         });
 }
 }  /* namespace */

@@ -13,26 +13,33 @@
  *                stays interleaved: the Toeplitz matrix only pairs bytes
  *                of one channel, so 3 of 4 products are 0, and the tensor
  *                cores have the rate to spare. The row sums (< 2^16: the
- *                row's weights sum to at most 257) go to shared memory as
- *                16-bit values, transposed (a column of the tile is
- *                contiguous), two rows in one 32-bit store.
+ *                row's weights sum to at most 257) go to shared memory
+ *                split into two planes, their low bytes and their high
+ *                bytes, transposed (a column of the tile is contiguous).
  *   column pass  Out = W_col x Mid per 16 output rows and 8 byte columns:
  *                A the column's Toeplitz matrix, B 32 rows of 8 columns of
- *                the row sums, split into their low and high bytes (two
- *                8-byte loads and four PRMT a fragment): two products,
- *                lo + 256 hi, the exact sum.
+ *                the row sums' low bytes, then of their high bytes, each
+ *                straight from its plane by ldmatrix: two products, lo +
+ *                256 hi, the exact sum.
  *   finish       the sum as the float 2^23 + 2^22 + S (an integer add),
- *                then the separable integer path's scaling.
+ *                then the separable integer path's scaling, its mode
+ *                chosen once a tile.
  * The A fragments depend only on the lane and the mask: built once per
- * block, which then loops over tiles (a persistent grid).
+ * block, which then loops over tiles (a persistent grid), stepping its
+ * tile's coordinates without a division.
  *
  * Per tile (TW x TH output pixels, 256 threads): the input rows and
  * columns with their halo are copied into shared memory (cp.async, 16 bytes
- * at a time, where the tile's rows lie inside the image and are 16-byte
- * aligned; else byte by byte through the border mapping), the row pass
- * writes Mid, the column pass writes the output bytes over the input
+ * at a time, where a piece lies inside an aligned row, each thread one
+ * piece of every prstep-th row, whose source steps by a constant; the
+ * rest, the edge tiles' pieces past either end or all of an unaligned
+ * image, gathered through the border mapping a thread a byte), the row
+ * pass writes Mid, the column pass writes the output bytes over the input
  * rows, and the block stores them with 16-byte stores (alpha copied from
- * the source where only RGB is filtered).
+ * the source where only RGB is filtered). A warp keeps its 16-byte column
+ * of the tile through both passes and walks down it. One buffer: the next
+ * tile's copies start once the outputs are out; the other blocks of the SM
+ * (3 at the tiles the tool picks) cover the wait.
  *
  * Version ladder (8192x8192, H100, bench/NOTES.md, fifteenth round):
  *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
@@ -47,6 +54,16 @@
  *     rotated: gray 15x15 0.177 ms, 31x31 0.173, RGBA 0.620, 0.738
  *     (25-31% of the copy; the separable integer path 0.290 and 1.193 at
  *     15x15, version 3 0.733 and 1.985 at 31x31).
+ *   4 (sixteenth round, measured alone on an H200: gray 31x31 at 128x64
+ *     0.147 -> 0.101 ms, gray 15x15 0.143 -> 0.090 at 256x64, RGBA 31x31
+ *     at 32x64 0.681 -> 0.474, RGBA 15x15 0.527 -> 0.399 at 64x64; ncu
+ *     on gray 31x31: 77 M warp instructions -> 50 M): the tile
+ *     coordinates stepped (two 64-bit divisions a tile gone), the row sums
+ *     in byte planes read by ldmatrix (no PRMT), the finisher chosen once
+ *     a tile (no branch an output), constant address steps in both passes,
+ *     the copies a piece a thread with the edge pieces gathered a byte a
+ *     thread (no divergent warp), one buffer (3 blocks an SM at 32x64 RGBA
+ *     31x31, which had 2).
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -54,8 +71,8 @@
  * (2 + 4) / 128 m16n8k32, RGBA 31x31 (5 + 4) / 128; at one m16n8k32 an
  * SM and clock, 8192x8192 RGBA's ~19 M of them take ~75 us against the
  * copy's ~180 us, gray's ~4 M ~15 us against ~50: neither the tensor
- * cores nor memory is the bound, the issue of the ~1 instruction a pixel
- * (ldmatrix, mma, the finish, the copies) and the latency between a
+ * cores nor memory is the bound, the issue of the ~0.75 instruction a
+ * pixel (ldmatrix, mma, the finish, the copies) and the latency between a
  * tile's phases are (ncu: issue ~55% busy). */
 
 /* 9x9 keeps the separable integer path (kSeparable4), which this one was
@@ -81,8 +98,8 @@ template <int C, int M> struct conv2d_mma_shape {
     static constexpr int NCH_COL = conv2d_mma_column_chunks(M);
 };
 
-/* A pitch >= n bytes (or 16-bit elements) that is 16 mod 32: 8 rows of 16
- * bytes (ldmatrix) or 4 columns of 8 bytes (LDS.64) fall on distinct banks. */
+/* A pitch >= n bytes that is 16 mod 32: the 8 rows of 16 bytes an ldmatrix
+ * reads fall on distinct banks. */
 __host__ __device__ constexpr int conv2d_mma_pitch(int n)
 {
     return (n + 15) / 32 * 32 + 16;
@@ -97,11 +114,11 @@ __host__ __device__ constexpr int conv2d_mma_mid_pitch(int M, int th)
                                 : conv2d_mma_rows(M, th));
 }
 
-/* Shared bytes of a tile of tw x th pixels: the weights, two input
- * buffers, the row sums. */
+/* Shared bytes of a tile of tw x th pixels: the weights, the input rows,
+ * the row sums' two planes. */
 __host__ __device__ constexpr size_t conv2d_mma_shared(int C, int M, int tw, int th)
 {
-    return 64 + 2 * (size_t)conv2d_mma_rows(M, th) * conv2d_mma_pitch(tw * C - 16 + 32 * conv2d_mma_row_chunks(C, M)) +
+    return 64 + (size_t)conv2d_mma_rows(M, th) * conv2d_mma_pitch(tw * C - 16 + 32 * conv2d_mma_row_chunks(C, M)) +
            (size_t)tw * C * conv2d_mma_mid_pitch(M, th) * 2;
 }
 
@@ -162,11 +179,15 @@ __device__ __forceinline__ void conv2d_mma_toeplitz(unsigned (&a)[4], const unsi
 
 /* The body: H a header with src, dst, width, height, border, tw, th;
  * word(i), i < 16, the weights' words: the row's M bytes, then from byte 32
- * the column's; finish(t), t the float 2^23 + 2^22 + S of the exact sum
- * S, a word whose low byte is the output byte. */
-template <int C, int CF, int M, class H, class Word, class Finish>
-__device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, Finish finish)
+ * the column's; finish... the finishers, of which the pick-th (from 0) maps
+ * t, the float 2^23 + 2^22 + S of the exact sum S, to a word whose low byte
+ * is the output byte (several, so that the scaling mode is chosen once a
+ * tile, not once an output). */
+template <int C, int CF, int M, class H, class Word, class... Finish>
+__device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick, Finish... finish)
 {
+    static_assert(C == 1 || C == 4, "gray or RGBA");
+    constexpr int kLog2C = C == 4 ? 2 : 0;
     using S = conv2d_mma_shape<C, M>;
     extern __shared__ __align__(16) unsigned char conv2d_mma_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -176,11 +197,13 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, Finish fi
     const int IP = conv2d_mma_pitch(TWB - 16 + 32 * S::NCH_ROW);
     const int MP = conv2d_mma_mid_pitch(M, TH);
     const int OP = conv2d_mma_pitch(TWB);
-    /* two buffers of rows x IP input bytes (the tile's and the next one's,
-     * whose copies run meanwhile), the outputs (TH x OP) over the first */
-    unsigned char *const in0 = conv2d_mma_smem + 64;
-    unsigned short *const mid = reinterpret_cast<unsigned short *>(in0 + 2 * rows * IP);
-    const unsigned in0_s = (unsigned)__cvta_generic_to_shared(in0);
+    /* rows x IP input bytes, the outputs (TH x OP) staged over them */
+    unsigned char *const in = conv2d_mma_smem + 64;
+    /* the row sums' low bytes, then their high bytes: TWB rows of MP bytes each */
+    unsigned char *const mid = in + rows * IP;
+    const int PLANE = TWB * MP;
+    const unsigned mid_s = (unsigned)__cvta_generic_to_shared(mid);
+    const unsigned in_s = (unsigned)__cvta_generic_to_shared(in);
 
     /* the weights' bytes, for the lanes' Toeplitz fragments */
     if (threadIdx.x < 16)
@@ -198,149 +221,177 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, Finish fi
 
     const long long row_bytes = (long long)h.width * C;
     const int tiles_x = (h.width + h.tw - 1) / h.tw, tiles_y = (h.height + TH - 1) / TH;
-    const long long tiles = (long long)tiles_x * tiles_y;
     const gf_border border = (gf_border)h.border;
     const int in_rows = TH + 2 * S::R;
-    /* 16-byte pieces of a row the taps reach, a power of two of lanes each */
+    /* 16-byte pieces of a row the taps reach (2 to 25): thread pr0 chunks +
+     * pc copies piece pc of rows pr0, + prstep, ... (the last blockDim.x mod
+     * chunks threads none: pc -1) */
     const int chunks = (S::S + TWB + 2 * S::RC + 15) / 16;
-    const int cshift = 32 - __clz(chunks - 1), crows = 32 >> cshift;  /* chunks <= 32 */
-    const int mshift = __ffs(TWB / 16) - 1;  /* TWB: a power of two */
+    const int prstep = (int)blockDim.x / chunks, pr0 = (int)threadIdx.x / chunks;
+    const int pc = pr0 < prstep ? (int)threadIdx.x - pr0 * chunks : -1;
+    const int mtiles = TWB / 16, mshift = __ffs(mtiles) - 1;  /* TWB: a power of two */
+    /* a warp's first pair of n-tiles (row pass) or row tile (column pass),
+     * and its step: warps / mtiles of them run side by side */
+    const int np0 = warp >> mshift, npstep = max(1, warps >> mshift);
     const bool aligned = ((uintptr_t)h.src % 16 == 0) && row_bytes % 16 == 0;
     const bool vec_out = ((uintptr_t)h.dst % 16 == 0) && row_bytes % 16 == 0;
 
-    /* tile t's input rows y0 - R .. y0 + TH + R - 1 from byte a0 into
-     * buffer 'buf', in 16-byte pieces (crows rows a warp at a time): copied
-     * where inside the row (and aligned), else byte by byte through the
-     * border */
-    auto fetch = [&](long long t, int buf) {
-        const int ty = (int)(t / tiles_x), tx = (int)(t - (long long)ty * tiles_x);
+    /* tile (tx, ty)'s input rows y0 - R .. y0 + TH + R - 1 from byte a0 into
+     * shared memory: the 16-byte pieces inside the row (of an aligned image),
+     * c_lo <= c < c_hi, copied with cp.async; the others (the edge tiles'
+     * pieces past either end, or all of an unaligned image) gathered byte
+     * by byte through the border, a thread a byte */
+    auto fetch = [&](int tx, int ty) {
         const long long a0 = (long long)tx * TWB - S::RC - S::S;
         const int y0 = ty * TH;
-        const unsigned in_s = in0_s + buf * rows * IP;
-        unsigned char *const in = in0 + buf * rows * IP;
-        if (const int c = lane & ((1 << cshift) - 1); c < chunks) {
-            for (int r = warp * crows + (lane >> cshift); r < in_rows; r += warps * crows) {
-                const int yi = gf_border_index(y0 - S::R + r, h.height, border);
-                const long long xb = a0 + 16 * c;
-                if (aligned && xb >= 0 && xb + 16 <= row_bytes) {
-                    conv2d_copy_async<16>(in_s + r * IP + 16 * c,
-                                          h.src + (yi < 0 ? 0 : (long long)yi * row_bytes) + xb, yi < 0);
-                    continue;
-                }
-#pragma unroll 1
-                for (int b0 = 0; b0 < 16; b0 += 4) {
-                    unsigned char v[4];  /* four loads in flight before the stores */
-#pragma unroll
-                    for (int b = 0; b < 4; b++) {
-                        const long long x = xb + b0 + b, px = x >= 0 ? x / C : -((-x + C - 1) / C);
-                        const int xi = px < -(1LL << 30) || px > (1LL << 30)
-                                           ? -1
-                                           : gf_border_index((int)px, h.width, border);
-                        v[b] = yi < 0 || xi < 0
-                                   ? 0
-                                   : h.src[(long long)yi * row_bytes + (long long)xi * C + (int)(x - px * C)];
-                    }
-#pragma unroll
-                    for (int b = 0; b < 4; b++)
-                        in[r * IP + 16 * c + b0 + b] = v[b];
+        int c_lo = 0, c_hi = 0;
+        if (aligned) {
+            c_lo = a0 >= 0 ? 0 : (int)((15 - a0) / 16);
+            c_hi = (int)min((long long)chunks, (row_bytes - a0) / 16);
+            if (c_hi < c_lo)
+                c_lo = c_hi = 0;
+        }
+        if (pc >= c_lo && pc < c_hi) {
+            /* rows r_in0 <= r < r_in1 lie inside the image: their source
+             * steps by a constant; the others go through the border */
+            const int ylo = y0 - S::R, r_in0 = max(0, -ylo), r_in1 = min(in_rows, h.height - ylo);
+            const long long at0 = a0 + 16 * pc, step = (long long)prstep * row_bytes;
+            long long at = at0 + (long long)(ylo + pr0) * row_bytes;
+            unsigned to = in_s + pr0 * IP + 16 * pc;
+            for (int r = pr0; r < in_rows; r += prstep, to += prstep * IP, at += step) {
+                if (r >= r_in0 && r < r_in1) {
+                    conv2d_copy_async<16>(to, h.src + at, false);
+                } else {
+                    const int yi = gf_border_index(ylo + r, h.height, border);
+                    conv2d_copy_async<16>(to, h.src + (yi < 0 ? 0 : (long long)yi * row_bytes) + at0, yi < 0);
                 }
             }
         }
         conv2d_copy_commit();
+        if (const int ng = c_lo + chunks - c_hi; ng > 0) {
+            const unsigned gmagic = ng > 1 ? 0xFFFFFFFFu / ng + 1 : 0u;  /* 2^32 / 1 would not fit */
+            for (int i = threadIdx.x; i < in_rows * ng * 16; i += blockDim.x) {
+                const int k = i >> 4, b = i & 15, r = ng > 1 ? __umulhi(k, gmagic) : k, j = k - r * ng;
+                const int c = j < c_lo ? j : c_hi + (j - c_lo);
+                const long long x = a0 + 16 * c + b;
+                const int yi = gf_border_index(y0 - S::R + r, h.height, border);
+                const int xi = gf_border_index((int)(x >> kLog2C), h.width, border);  /* floor(x / C) */
+                in[r * IP + 16 * c + b] =
+                    yi < 0 || xi < 0 ? 0 : h.src[(long long)yi * row_bytes + (long long)xi * C + (int)(x & (C - 1))];
+            }
+        }
     };
 
-    if (blockIdx.x < tiles)
-        fetch(blockIdx.x, 0);
-    int buf = 0;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x, buf ^= 1) {
-        const int ty = (int)(t / tiles_x), tx = (int)(t - (long long)ty * tiles_x);
+    /* tiles blockIdx.x, + gridDim.x, ... in rows of tiles_x, stepped without
+     * a division */
+    const int step_y = gridDim.x / tiles_x, step_x = gridDim.x - step_y * tiles_x;
+    auto advance = [&](int &x, int &y) {
+        x += step_x, y += step_y;
+        if (x >= tiles_x)
+            x -= tiles_x, y++;
+    };
+    int tx = blockIdx.x % tiles_x, ty = blockIdx.x / tiles_x;
+    if (ty < tiles_y)
+        fetch(tx, ty);
+    for (; ty < tiles_y; advance(tx, ty)) {
         const long long x0b = (long long)tx * TWB;
         const int y0 = ty * TH;
-        const unsigned in_s = in0_s + buf * rows * IP;
-        unsigned char *const in = in0 + buf * rows * IP;
         conv2d_copy_wait<0>();
-        __syncthreads();  /* tile t's input is in; the other buffer is free */
-        if (t + gridDim.x < tiles)
-            fetch(t + gridDim.x, buf ^ 1);
+        __syncthreads();  /* the tile's input is in */
 
         /* row pass: m-tile mt (16 output bytes) of two n-tiles (8 rows
-         * each), two independent chains of products */
-        const int mtiles = TWB / 16, items = mtiles * (rows / 16);
-        for (int it = warp; it < items; it += warps) {
-            const int np = it >> mshift, mt = it & (mtiles - 1);
-            const unsigned base = in_s + (np * 16 + (lane & 7)) * IP + mt * 16 + 16 * (lane >> 3);
-            unsigned b[2][S::NCH_ROW + 1][2];
-#pragma unroll
-            for (int n = 0; n < 2; n++)
-#pragma unroll
-                for (int c = 0; c < S::NCH_ROW; c += 2) {
-                    if (c + 1 < S::NCH_ROW) {
-                        unsigned r4[4];
-                        conv2d_ldmatrix<4>(r4, base + n * 8 * IP + 32 * c);
-                        b[n][c][0] = r4[0], b[n][c][1] = r4[1], b[n][c + 1][0] = r4[2], b[n][c + 1][1] = r4[3];
-                    } else {
-                        unsigned r2[2];
-                        conv2d_ldmatrix<2>(r2, base + n * 8 * IP + 32 * c);
-                        b[n][c][0] = r2[0], b[n][c][1] = r2[1];
-                    }
-                }
-            int acc[2][4] = {};
-#pragma unroll
-            for (int c = 0; c < S::NCH_ROW; c++)
+         * each), two independent chains of products. A warp keeps its
+         * m-tiles (mt = warp mod mtiles, + warps while below mtiles) and
+         * walks the pairs of n-tiles np = warp / mtiles, + npstep: the
+         * addresses step by a constant. */
+        for (int mt = warp & (mtiles - 1); mt < mtiles; mt += warps) {
+            unsigned base = in_s + (np0 * 16 + (lane & 7)) * IP + mt * 16 + 16 * (lane >> 3);
+            unsigned char *at = mid + (mt * 16 + g) * MP + np0 * 16 + 2 * q;
+            for (int np = np0; np < rows / 16; np += npstep, base += npstep * 16 * IP, at += npstep * 16) {
+                unsigned b[2][S::NCH_ROW + 1][2];
 #pragma unroll
                 for (int n = 0; n < 2; n++)
-                    conv2d_mma_u8(acc[n], arow[c], b[n][c][0], b[n][c][1]);
-            unsigned short *const at = mid + (mt * 16 + g) * MP + np * 16 + 2 * q;
 #pragma unroll
-            for (int n = 0; n < 2; n++) {
-                *reinterpret_cast<unsigned *>(at + 8 * n) = __byte_perm(acc[n][0], acc[n][1], 0x5410);
-                *reinterpret_cast<unsigned *>(at + 8 * n + 8 * MP) = __byte_perm(acc[n][2], acc[n][3], 0x5410);
+                    for (int c = 0; c < S::NCH_ROW; c += 2) {
+                        if (c + 1 < S::NCH_ROW) {
+                            unsigned r4[4];
+                            conv2d_ldmatrix<4>(r4, base + n * 8 * IP + 32 * c);
+                            b[n][c][0] = r4[0], b[n][c][1] = r4[1], b[n][c + 1][0] = r4[2], b[n][c + 1][1] = r4[3];
+                        } else {
+                            unsigned r2[2];
+                            conv2d_ldmatrix<2>(r2, base + n * 8 * IP + 32 * c);
+                            b[n][c][0] = r2[0], b[n][c][1] = r2[1];
+                        }
+                    }
+                int acc[2][4] = {};
+#pragma unroll
+                for (int c = 0; c < S::NCH_ROW; c++)
+#pragma unroll
+                    for (int n = 0; n < 2; n++)
+                        conv2d_mma_u8(acc[n], arow[c], b[n][c][0], b[n][c][1]);
+                /* the sums' low bytes to one plane, their high bytes to the other */
+#pragma unroll
+                for (int n = 0; n < 2; n++)
+#pragma unroll
+                    for (int h8 = 0; h8 < 2; h8++) {
+                        unsigned char *const to = at + 8 * n + 8 * MP * h8;
+                        const unsigned x = acc[n][2 * h8], y = acc[n][2 * h8 + 1];
+                        *reinterpret_cast<unsigned short *>(to) = (unsigned short)__byte_perm(x, y, 0x0040);
+                        *reinterpret_cast<unsigned short *>(to + PLANE) = (unsigned short)__byte_perm(x, y, 0x0051);
+                    }
             }
         }
         __syncthreads();
 
         /* column pass: m-tile (16 output rows) of two n-tiles (8 output
-         * bytes each) */
-        const int citems = mtiles * (TH / 16);
-        for (int it = warp; it < citems; it += warps) {
-            const int rt = it >> mshift, cp = it & (mtiles - 1);
-            const unsigned short *col = mid + (cp * 16 + g) * MP + rt * 16 + 4 * q;
-            /* lo starts at the bits of the float 2^23 + 2^22: lo + 256 hi
-             * are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
-            int lo[2][4], hi[2][4] = {};
+         * bytes each); a warp keeps its byte columns cp and walks the row
+         * tiles rt, as the row pass */
+        auto column_pass = [&](auto finish) {
+            for (int cp = warp & (mtiles - 1); cp < mtiles; cp += warps) {
+                /* lanes 8j..8j+7 address matrix j's rows (output byte
+                 * columns): j = 0, 1 the low bytes of rows k 0-15, 16-31,
+                 * j = 2, 3 the high */
+                unsigned col = mid_s + (cp * 16 + (lane & 7)) * MP + np0 * 16 + 16 * ((lane >> 3) & 1) +
+                               (lane >> 4) * PLANE;
+                unsigned char *at = in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
+                for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += npstep * 16 * OP) {
+                    /* lo starts at the bits of the float 2^23 + 2^22: lo +
+                     * 256 hi are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
+                    int lo[2][4], hi[2][4] = {};
 #pragma unroll
-            for (int n = 0; n < 2; n++)
+                    for (int n = 0; n < 2; n++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    lo[n][i] = kMmaBias;
-            uint2 u[2][S::NCH_COL], v[2][S::NCH_COL];
+                        for (int i = 0; i < 4; i++)
+                            lo[n][i] = kMmaBias;
+                    unsigned bf[2][S::NCH_COL][4];
 #pragma unroll
-            for (int n = 0; n < 2; n++)
+                    for (int n = 0; n < 2; n++)
 #pragma unroll
-                for (int c = 0; c < S::NCH_COL; c++) {
-                    u[n][c] = *reinterpret_cast<const uint2 *>(col + n * 8 * MP + 32 * c);
-                    v[n][c] = *reinterpret_cast<const uint2 *>(col + n * 8 * MP + 32 * c + 16);
+                        for (int c = 0; c < S::NCH_COL; c++)
+                            conv2d_ldmatrix<4>(bf[n][c], col + n * 8 * MP + 32 * c);
+#pragma unroll
+                    for (int c = 0; c < S::NCH_COL; c++)
+#pragma unroll
+                        for (int n = 0; n < 2; n++) {
+                            conv2d_mma_u8(lo[n], acol[c], bf[n][c][0], bf[n][c][1]);
+                            conv2d_mma_u8(hi[n], acol[c], bf[n][c][2], bf[n][c][3]);
+                        }
+#pragma unroll
+                    for (int n = 0; n < 2; n++) {
+                        unsigned o[4];  /* output bytes in their low 8 bits */
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
+                        *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
+                        *reinterpret_cast<unsigned short *>(at + 8 * n + 8 * OP) =
+                            (unsigned short)__byte_perm(o[2], o[3], 0x0040);
+                    }
                 }
-#pragma unroll
-            for (int c = 0; c < S::NCH_COL; c++)
-#pragma unroll
-                for (int n = 0; n < 2; n++) {
-                    const uint2 x = u[n][c], y = v[n][c];
-                    conv2d_mma_u8(lo[n], acol[c], __byte_perm(x.x, x.y, 0x6420), __byte_perm(y.x, y.y, 0x6420));
-                    conv2d_mma_u8(hi[n], acol[c], __byte_perm(x.x, x.y, 0x7531), __byte_perm(y.x, y.y, 0x7531));
-                }
-            unsigned char *const at = in + (rt * 16 + g) * OP + cp * 16 + 2 * q;
-#pragma unroll
-            for (int n = 0; n < 2; n++) {
-                unsigned o[4];  /* output bytes in their low 8 bits */
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
-                *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
-                *reinterpret_cast<unsigned short *>(at + 8 * n + 8 * OP) =
-                    (unsigned short)__byte_perm(o[2], o[3], 0x0040);
             }
-        }
+        };
+        /* the finisher chosen once a tile, not once an output */
+        int f = 0;
+        ((pick == f++ ? column_pass(finish) : void()), ...);
         __syncthreads();
 
         /* the outputs: whole 16-byte pieces where the tile is inside the row */
@@ -367,6 +418,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, Finish fi
                 const long long at = (long long)(y0 + r) * row_bytes + x0b + b;
                 h.dst[at] = CF < C && b % C >= CF ? h.src[at] : in[r * OP + b];
             }
+        }
+        int nx = tx, ny = ty;
+        advance(nx, ny);
+        if (ny < tiles_y) {
+            __syncthreads();  /* the outputs are out of shared memory */
+            fetch(nx, ny);
         }
     }
 }

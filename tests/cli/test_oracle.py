@@ -817,7 +817,10 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
     assert row.sum() <= 257 and row.max() <= 255 and 255 * row.sum() * column.sum() < 2**22
     weights = np.outer(column, row)
     total = int(weights.sum())
-    scale = total | 1 if scaling == "odd" else 1 << (total - 1).bit_length()
+    # pow2: the power of two at or above the total (no output past 255);
+    # gain: the one a quarter to a half of the total (bright areas clamp)
+    scale = (total | 1 if scaling == "odd" else 1 << (total.bit_length() - 2) if scaling == "gain"
+             else 1 << (total - 1).bit_length())
     text = format_matrix(weights, scale, 7 if scaling == "offset" else None)
     path = tmp_path / "g.mask"
     path.write_text(text)
@@ -832,8 +835,8 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", MMA_SIZES)
-@pytest.mark.parametrize("layout, scaling", [("gray", "pow2"), ("gray", "odd"), ("rgba", "offset"),
-                                             ("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
+@pytest.mark.parametrize("layout, scaling", [("gray", "pow2"), ("gray", "odd"), ("gray", "gain"),
+                                             ("rgba", "offset"), ("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
 def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width):
     check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
 
