@@ -223,6 +223,17 @@
  *               3, same run) -> 0.173; RGBA gaussian15 1.193 -> 0.620,
  *               gaussian31 1.985 (version 3, same run) -> 0.738: 25-31%
  *               of the copy rate.
+ *               Sixteenth round: that path at ~0.75 instruction a pixel
+ *               (ncu, gray 31x31: 77 M -> 50 M): tile coordinates
+ *               stepped, not divided; the row sums in two planes of
+ *               bytes read by ldmatrix; the scaling mode chosen once a
+ *               tile; constant address steps; the edge bytes gathered a
+ *               thread a byte; one input buffer (RGBA 31x31 at 32x64: 3
+ *               blocks an SM, from 2). On an H200: gray gaussian15 0.0992
+ *               ms, gaussian31 0.114, RGBA 0.420 and 0.487 (27-38% of
+ *               that machine's faster copy; measured alone, one input,
+ *               the path went 0.143 -> 0.090, 0.147 -> 0.101, 0.527 ->
+ *               0.399, 0.681 -> 0.474 ms).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -317,14 +328,14 @@
  *              row pass (2 to 5 chunks of 32 bytes of K: gray 2, RGBA
  *              31x31 5) one ldmatrix per two chunks and one mma a chunk,
  *              times (TH + M - 1) / TH for the halo rows; the column pass
- *              4 mma (two chunks, low and high bytes), 2 8-byte loads and
- *              4 PRMT a chunk, ~3 instructions an output to finish and
- *              pack. ncu, gray 31x31, tile 128x64: 76 M warp instructions
- *              (~1.1 a pixel), issue ~55% busy, the stalls on the mma
- *              waiting for ldmatrix and on the edge tiles' byte-by-byte
- *              gathers; ~20 M mma for RGBA 31x31, a tenth of the tensor
- *              cores' rate. Not issue-bound, not memory-bound: 25-30% of
- *              the copy rate, latency between the phases of a tile.
+ *              4 mma (two chunks, low and high bytes) and 2 ldmatrix (a
+ *              plane each), ~2 instructions an output to finish and
+ *              pack. ncu, gray 31x31, tile 128x64: 50 M warp
+ *              instructions (~0.75 a pixel; 76 M before the sixteenth
+ *              round), 8-9 cycles between issues at 6 warps a scheduler;
+ *              ~20 M mma for RGBA 31x31, a tenth of the tensor cores'
+ *              rate. Not memory-bound: issue and the latency between
+ *              the phases of a tile, 27-38% of the H200's copy rate.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
