@@ -229,11 +229,13 @@
  *               bytes read by ldmatrix; the scaling mode chosen once a
  *               tile; constant address steps; the edge bytes gathered a
  *               thread a byte; one input buffer (RGBA 31x31 at 32x64: 3
- *               blocks an SM, from 2). On an H200: gray gaussian15 0.0992
- *               ms, gaussian31 0.114, RGBA 0.420 and 0.487 (27-38% of
- *               that machine's faster copy; measured alone, one input,
- *               the path went 0.143 -> 0.090, 0.147 -> 0.101, 0.527 ->
- *               0.399, 0.681 -> 0.474 ms).
+ *               blocks an SM, from 2). In the bench on the H100: gray
+ *               gaussian15 0.177 -> 0.111 ms, gaussian31 0.173 -> 0.129,
+ *               RGBA 0.620 -> 0.435 and 0.738 -> 0.489 (38-47% of the
+ *               copy rate); on an H200 0.0992, 0.114, 0.420, 0.487 ms
+ *               (27-38% of its faster copy). Measured alone on the H200,
+ *               one input: 0.143 -> 0.090, 0.147 -> 0.101, 0.527 ->
+ *               0.399, 0.681 -> 0.474 ms.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -335,7 +337,7 @@
  *              round), 8-9 cycles between issues at 6 warps a scheduler;
  *              ~20 M mma for RGBA 31x31, a tenth of the tensor cores'
  *              rate. Not memory-bound: issue and the latency between
- *              the phases of a tile, 27-38% of the H200's copy rate.
+ *              the phases of a tile, 38-47% of the H100's copy rate.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
