@@ -2865,27 +2865,25 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * gray and RGBA: both passes as 8-bit integer products on the tensor cores
  * (conv2d_mma.cuh), the sums exact, then the separable integer path's
  * scaling of the float 2^23 + 2^22 + S: for masks prescaled without an
- * offset one FFMA (and a clamp above unless normalized), else conv2d_value.
+ * offset one FFMA (and a clamp above unless in range), else conv2d_value.
  * A persistent grid: each block builds its Toeplitz fragments once and walks
  * tiles. */
 template <int C, int CF, int M>
 __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
 {
     const fast_header &h = a.h;
-    const bool quick = h.mode == MODE_PRESCALED_NO_OFFSET, div = h.mode == MODE_DIV;
+    const bool div = h.mode == MODE_DIV;
     const float mul = div ? 1.0f : 1.0f / h.scale[0];  /* a power of two where prescaled */
     const float sub = -12582912.0f * mul, top = sub + kMagic;
     /* The sums are >= 0 (weights and bytes), so the prescaled mode without an
-     * offset needs no lower clamp, and no upper one either where 255 times
-     * the weights' total, times mul, is at most 255 (a normalized mask). */
-    int row_total = 0, col_total = 0;
-    for (int i = 0; i < M; i++) {
-        row_total += (__float_as_uint(a.w[i / 4]) >> (8 * (i % 4))) & 0xFF;
-        col_total += (__float_as_uint(a.w[8 + i / 4]) >> (8 * (i % 4))) & 0xFF;
-    }
-    const bool normalized = (double)row_total * col_total <= (double)h.scale[0];  /* exact: scale 2^k */
+     * offset needs no lower clamp, nor an upper one in range (kInRange, set
+     * by the plan: the weights' total at most the scale). */
+    const int pick = h.mode == MODE_PRESCALED_NO_OFFSET + kInRange ? 0
+                     : h.mode == MODE_PRESCALED_NO_OFFSET           ? 1
+                     : div                                          ? 2
+                                                                    : 3;
     conv2d_mma_body<C, CF, M>(
-        h, [&](int i) { return __float_as_uint(a.w[i]); }, quick ? (normalized ? 0 : 1) : div ? 2 : 3,
+        h, [&](int i) { return __float_as_uint(a.w[i]); }, pick,
         [&](float t) { return __float_as_uint(__fmaf_rn(t, mul, top)); },
         [&](float t) { return __float_as_uint(fminf(__fmaf_rn(t, mul, top), kMagic + 255.0f)); },
         [&](float t) {
@@ -3948,6 +3946,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                                  pl->v->ws == kBoxScan4))) {
         h.mode = MODE_DIV_ODD;  /* box3, box5..31: one FFMA per output instead of a division */
     }
+    /* the tensor cores' kernels (kModeAny) take the finish without a clamp
+     * from the header */
+    if (mma && h.mode == MODE_PRESCALED_NO_OFFSET && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]))
+        h.mode += kInRange;
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
     if (version == 4 && pl->v->ws == kBoxScan4)

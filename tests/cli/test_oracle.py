@@ -797,9 +797,11 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
 # so that 255 times the whole mask's stays below 2^22), gray and RGBA with
 # alpha copied and filtered, every border. Widths 203 (rows not 16-byte
 # aligned: every piece of the input gathered byte by byte) and 208 (only
-# the edges); scales a power of two (prescaled: one FFMA), the same with an
-# offset, and an odd integer (divided); sizes across the row pass's 2 to 5
-# chunks and the column pass's 1 and 2. Exactly the CPU's bytes.
+# the edges); scales a power of two at or above the weights' total
+# (prescaled, in range: one FFMA, no clamp), one below it (the clamp above
+# kept), the first with an offset, and an odd integer (divided); sizes
+# across the row pass's 2 to 5 chunks and the column pass's 1 and 2.
+# Exactly the CPU's bytes.
 MMA_PATH = "separable integer, tensor cores"
 MMA_SIZES = [11, 13, 17, 19, 31]
 
