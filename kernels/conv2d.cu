@@ -3674,10 +3674,15 @@ static bool conv2d_mma_weights(const float *row, const float *column, int m)
 }
 
 /* Whether the current device has the 8-bit mma.sync (compute capability
- * 8.0 and up). */
+ * 8.0 and up) and the path's kernels were built for it. The default build
+ * carries Hopper code and compute_75 PTX: on an Ampere or Ada GPU the
+ * kernels are compiled from that PTX at start, without the mma (they
+ * would trap), so the path is left to the others there (cudaFuncAttributes'
+ * ptxVersion: the PTX the running code came from). */
 static bool conv2d_mma_device()
 {
-    static thread_local int known_dev = -1, known_major = 0;
+    static thread_local int known_dev = -1;
+    static thread_local bool known_usable = false;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
@@ -3685,14 +3690,16 @@ static bool conv2d_mma_device()
     }
     if (dev != known_dev) {
         int major = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaFuncAttributes fa;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaFuncGetAttributes(&fa, (const void *)conv2d_mma_kernel4<1, 1, kMmaMinMask>) != cudaSuccess) {
             cudaGetLastError();
             return false;
         }
         known_dev = dev;
-        known_major = major;
+        known_usable = major >= 8 && fa.ptxVersion >= 80;
     }
-    return known_major >= 8;
+    return known_usable;
 }
 
 /* The tiles kMma4 takes: rows of 16 to 256 bytes, a power of two (m-tiles

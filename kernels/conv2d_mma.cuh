@@ -15,7 +15,8 @@
  *                cores have the rate to spare. The row sums (< 2^16: the
  *                row's weights sum to at most 257) go to shared memory
  *                split into two planes, their low bytes and their high
- *                bytes, transposed (a column of the tile is contiguous).
+ *                bytes, transposed (a column of the tile is contiguous),
+ *                by one stmatrix an item.
  *   column pass  Out = W_col x Mid per 16 output rows and 8 byte columns:
  *                A the column's Toeplitz matrix, B 32 rows of 8 columns of
  *                the row sums' low bytes, then of their high bytes, each
@@ -64,6 +65,16 @@
  *     the copies a piece a thread with the edge pieces gathered a byte a
  *     thread (no divergent warp), one buffer (3 blocks an SM at 32x64 RGBA
  *     31x31, which had 2).
+ *   5 (seventeenth round, measured alone on an H100, three runs each: gray
+ *     15x15 at 256x64 0.092-0.095 -> 0.089-0.090 ms, gray 31x31 at 128x64
+ *     0.105-0.107 -> 0.101-0.102, RGBA 15x15 at 64x64 0.409-0.414 ->
+ *     0.399-0.401, RGBA 31x31 at 32x64 0.480-0.482 -> 0.453-0.456): the
+ *     row pass's sums leave by one stmatrix an item (4 words: 4 rows' low
+ *     bytes, their high bytes, of two output bytes) instead of eight 16-bit
+ *     stores, its n-tiles' rows interleaved so that a lane holds 4
+ *     consecutive rows. The same in the column pass (stmatrix .x2 of the
+ *     output bytes, 3 PRMT where 2 were) was no faster: 1.1% slower to 1.0%
+ *     faster by shape.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -155,6 +166,27 @@ __device__ __forceinline__ void conv2d_ldmatrix(unsigned (&r)[N], unsigned addr)
 #endif
 }
 
+/* stmatrix .x4 of four 8 x 8 matrices of 16-bit elements: lane l gives the
+ * address of row l & 7 of matrix l >> 3 and holds, one word a matrix, its
+ * elements of row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1. Before
+ * compute capability 9.0 each lane stores its own words: own, that of
+ * matrix 0, and matrix j's j0 (j odd) plus j1 (j > 1) bytes further. */
+__device__ __forceinline__ void conv2d_stmatrix(unsigned addr, const unsigned (&r)[4], unsigned own, unsigned j0,
+                                                unsigned j1)
+{
+#if __CUDA_ARCH__ >= 900
+    (void)own, (void)j0, (void)j1;
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+#else
+    (void)addr;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(own + (j & 1) * j0 + (j >> 1) * j1), "r"(r[j]) : "memory");
+#endif
+}
+
 /* A fragment of chunk c (rows m: output bytes or rows, columns k: input
  * bytes or rows of the chunk) of the Toeplitz matrix A[m][k] = w[(k + 32c
  * - s - m) / C] for taps of the same channel inside the mask, else 0. */
@@ -233,6 +265,13 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
     /* a warp's first pair of n-tiles (row pass) or row tile (column pass),
      * and its step: warps / mtiles of them run side by side */
     const int np0 = warp >> mshift, npstep = max(1, warps >> mshift);
+    /* the row pass's n-tile n, column j, is row 4 (j >> 1) + (j & 1) +
+     * 2 (n ^ (j >> 2)) of its 16: a lane's sums of the two n-tiles are then
+     * of 4 consecutive rows, one stmatrix word, and each ldmatrix's 8 rows
+     * still fall on distinct banks; pdn: n-tile 1's row minus n-tile 0's */
+    const int perm0 = 4 * ((lane & 7) >> 1) + (lane & 1) + 2 * ((lane & 7) >> 2);
+    const int pdn = (lane & 7) < 4 ? 2 : -2;
+    const unsigned sel_lo = q < 2 ? 0x5410u : 0x1054u;  /* the words' byte order */
     const bool aligned = ((uintptr_t)h.src % 16 == 0) && row_bytes % 16 == 0;
     const bool vec_out = ((uintptr_t)h.dst % 16 == 0) && row_bytes % 16 == 0;
 
@@ -305,9 +344,11 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
          * walks the pairs of n-tiles np = warp / mtiles, + npstep: the
          * addresses step by a constant. */
         for (int mt = warp & (mtiles - 1); mt < mtiles; mt += warps) {
-            unsigned base = in_s + (np0 * 16 + (lane & 7)) * IP + mt * 16 + 16 * (lane >> 3);
-            unsigned char *at = mid + (mt * 16 + g) * MP + np0 * 16 + 2 * q;
-            for (int np = np0; np < rows / 16; np += npstep, base += npstep * 16 * IP, at += npstep * 16) {
+            unsigned base = in_s + (np0 * 16 + perm0) * IP + mt * 16 + 16 * (lane >> 3);
+            unsigned st = mid_s + (mt * 16 + (lane & 15)) * MP + (lane >> 4) * PLANE + np0 * 16;
+            unsigned own = mid_s + (mt * 16 + g) * MP + np0 * 16 + 4 * q;
+            for (int np = np0; np < rows / 16;
+                 np += npstep, base += npstep * 16 * IP, st += npstep * 16, own += npstep * 16) {
                 unsigned b[2][S::NCH_ROW + 1][2];
 #pragma unroll
                 for (int n = 0; n < 2; n++)
@@ -315,11 +356,11 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                     for (int c = 0; c < S::NCH_ROW; c += 2) {
                         if (c + 1 < S::NCH_ROW) {
                             unsigned r4[4];
-                            conv2d_ldmatrix<4>(r4, base + n * 8 * IP + 32 * c);
+                            conv2d_ldmatrix<4>(r4, base + n * pdn * IP + 32 * c);
                             b[n][c][0] = r4[0], b[n][c][1] = r4[1], b[n][c + 1][0] = r4[2], b[n][c + 1][1] = r4[3];
                         } else {
                             unsigned r2[2];
-                            conv2d_ldmatrix<2>(r2, base + n * 8 * IP + 32 * c);
+                            conv2d_ldmatrix<2>(r2, base + n * pdn * IP + 32 * c);
                             b[n][c][0] = r2[0], b[n][c][1] = r2[1];
                         }
                     }
@@ -329,16 +370,17 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
 #pragma unroll
                     for (int n = 0; n < 2; n++)
                         conv2d_mma_u8(acc[n], arow[c], b[n][c][0], b[n][c][1]);
-                /* the sums' low bytes to one plane, their high bytes to the other */
+                /* the low bytes of 4 rows' sums of output byte g, of g + 8,
+                 * then their high bytes: one stmatrix into the two planes */
+                unsigned wv[4];
 #pragma unroll
-                for (int n = 0; n < 2; n++)
-#pragma unroll
-                    for (int h8 = 0; h8 < 2; h8++) {
-                        unsigned char *const to = at + 8 * n + 8 * MP * h8;
-                        const unsigned x = acc[n][2 * h8], y = acc[n][2 * h8 + 1];
-                        *reinterpret_cast<unsigned short *>(to) = (unsigned short)__byte_perm(x, y, 0x0040);
-                        *reinterpret_cast<unsigned short *>(to + PLANE) = (unsigned short)__byte_perm(x, y, 0x0051);
-                    }
+                for (int h8 = 0; h8 < 2; h8++) {
+                    const unsigned p0 = __byte_perm(acc[0][2 * h8], acc[0][2 * h8 + 1], 0x5140);
+                    const unsigned p1 = __byte_perm(acc[1][2 * h8], acc[1][2 * h8 + 1], 0x5140);
+                    wv[h8] = __byte_perm(p0, p1, sel_lo);
+                    wv[2 + h8] = __byte_perm(p0, p1, sel_lo + 0x2222);
+                }
+                conv2d_stmatrix(st, wv, own, 8 * MP, PLANE);
             }
         }
         __syncthreads();

@@ -3,6 +3,7 @@ scipy.ndimage correlation, numpy rint, clip). With --backend cuda every result
 is also compared with the same binary's --backend cpu output."""
 
 import math
+import os
 import re
 import zlib
 
@@ -841,6 +842,33 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
                                              ("rgba", "offset"), ("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
 def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width):
     check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
+
+
+# code compiled from PTX older than compute capability 8.0 (the default
+# build's compute_75, which an Ampere or Ada GPU compiles when the tool
+# starts; CUDA_FORCE_PTX_JIT=1 has any GPU do that) has no mma: the plan
+# leaves such masks to the separable integer path, with the same bytes.
+# The compiled code goes to the test's own cache, so every run compiles the
+# whole conv2d module from PTX: ~6.5 minutes of one CPU core on the GPU
+# machine, hence opt-in:
+#   GPUFILTER_PTX_JIT=1 python3 -m pytest tests/cli/test_oracle.py --backend cuda -k mma_needs_code
+@pytest.mark.cuda_only
+@pytest.mark.skipif(os.environ.get("GPUFILTER_PTX_JIT") != "1", reason="set GPUFILTER_PTX_JIT=1")
+def test_cuda_mma_needs_code_built_for_it(gf, rng, tmp_path):
+    row, column = sampled_gaussian(15, 128), sampled_gaussian(15, 120)
+    weights = np.outer(column, row)
+    path = tmp_path / "g.mask"
+    path.write_text(format_matrix(weights, 1 << (int(weights.sum()) - 1).bit_length(), None))
+    img = random_image(rng, 208, 83, 1)
+    src = write_png(tmp_path / "in.png", img)
+    ref = gf.apply(tmp_path, img, [str(path)], "reflect", backend="cpu", tag="cpu")
+    for jit in (False, True):
+        out = tmp_path / f"out-{jit}.png"
+        env = {"CUDA_FORCE_PTX_JIT": "1", "CUDA_CACHE_PATH": str(tmp_path / "cache")} if jit else None
+        r = gf.run("--backend", "cuda", "-m", str(path), "-b", "reflect", "-v", src, out, env=env,
+                   timeout=600).ok()
+        assert ("x1 (separable integer" in r.err and ("tensor cores" in r.err) != jit), r.describe()
+        assert_equal_image(read_png(out), ref, f"cuda, PTX compiled at start: {jit}")
 
 
 # the same path with tiles of its other shapes: the smallest (16 bytes by
