@@ -56,7 +56,10 @@ build() {
     # with, where the GPU machine lacks their headers (carried in .deps/lib)
     local libs=()
     [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
-    make -j"$(nproc)" STB_CFLAGS="$STB" "${libs[@]}" all build/cuda-hold bench >"$LOGS/build.log" 2>&1 ||
+    # BUILD_TARGETS: what to build (without bench: no NPP object to compile,
+    # for a call that only tests)
+    make -j"$(nproc)" STB_CFLAGS="$STB" "${libs[@]}" ${BUILD_TARGETS:-all build/cuda-hold bench} \
+        >"$LOGS/build.log" 2>&1 ||
         { tail -n 30 "$LOGS/build.log"; note "build: FAILED"; return 1; }
     [ -n "${OUT:-}" ] && [ "${KEEP_BENCH_OBJ:-0}" = 1 ] &&
         cp build/obj/gpufilter_bench-npp.o "$OUT/"  # to carry next time
