@@ -329,15 +329,16 @@
  *     version 4 on the tensor cores, per 16 output bytes and 8 rows: the
  *              row pass (2 to 5 chunks of 32 bytes of K: gray 2, RGBA
  *              31x31 5) one ldmatrix per two chunks and one mma a chunk,
- *              times (TH + M - 1) / TH for the halo rows; the column pass
- *              4 mma (two chunks, low and high bytes) and 2 ldmatrix (a
- *              plane each), ~2 instructions an output to finish and
- *              pack. ncu, gray 31x31, tile 128x64: 50 M warp
+ *              times (TH + M - 1) / TH for the halo rows, and one
+ *              stmatrix (the seventeenth round; 8 16-bit stores before);
+ *              the column pass 4 mma (two chunks, low and high bytes) and
+ *              2 ldmatrix (a plane each), ~2 instructions an output to
+ *              finish and pack. ncu, gray 31x31, tile 128x64: 50 M warp
  *              instructions (~0.75 a pixel; 76 M before the sixteenth
  *              round), 8-9 cycles between issues at 6 warps a scheduler;
  *              ~20 M mma for RGBA 31x31, a tenth of the tensor cores'
  *              rate. Not memory-bound: issue and the latency between
- *              the phases of a tile, 38-47% of the H100's copy rate.
+ *              the phases of a tile, 40-52% of the H100's copy rate.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
