@@ -3674,12 +3674,12 @@ static bool conv2d_mma_weights(const float *row, const float *column, int m)
     return 255.0 * total <= 65535.0;
 }
 
-/* Whether the current device has the 8-bit mma.sync (compute capability
- * 8.0 and up) and the path's kernels were built for it. The default build
- * carries Hopper code and compute_75 PTX: on an Ampere or Ada GPU the
- * kernels are compiled from that PTX at start, without the mma (they
- * would trap), so the path is left to the others there (cudaFuncAttributes'
- * ptxVersion: the PTX the running code came from). */
+/* Whether the path's kernels run on the current device with the 8-bit
+ * mma.sync: their code came from PTX of compute capability 8.0 or above
+ * (cudaFuncAttributes' ptxVersion), which also means a device of 8.0 or
+ * above. The default build carries Hopper code and compute_75 PTX: an
+ * Ampere or Ada GPU compiles the kernels from that PTX at start, without
+ * the mma (they would trap), so the path is left to the others there. */
 static bool conv2d_mma_device()
 {
     static thread_local int known_dev = -1;
@@ -3690,15 +3690,13 @@ static bool conv2d_mma_device()
         return false;
     }
     if (dev != known_dev) {
-        int major = 0;
         cudaFuncAttributes fa;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaFuncGetAttributes(&fa, (const void *)conv2d_mma_kernel4<1, 1, kMmaMinMask>) != cudaSuccess) {
+        if (cudaFuncGetAttributes(&fa, (const void *)conv2d_mma_kernel4<1, 1, kMmaMinMask>) != cudaSuccess) {
             cudaGetLastError();
             return false;
         }
         known_dev = dev;
-        known_usable = major >= 8 && fa.ptxVersion >= 80;
+        known_usable = fa.ptxVersion >= 80;
     }
     return known_usable;
 }
@@ -3757,6 +3755,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const int CP = C == 3 ? 4 : C;
     float row[kMaxMask], column[kMaxMask];
     bool have_factors = false, prescale = false;
+    bool in_range = false;  /* version 4: outputs in 0..255 (conv2d_in_range), where prescaled or odd */
     if (version == 2) {
         const bool host = p->host_weights != NULL;
         const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
@@ -3785,7 +3784,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         /* the modes of the kernels this mask can take, the most specific
          * first: outputs in 0..255, prescaled, any */
         int modes[3], nmodes = 0;
-        if ((quick || odd) && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]))
+        in_range = (quick || odd) && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]);
+        if (in_range)
             modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
         if (quick)
             modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
@@ -3956,7 +3956,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     }
     /* the tensor cores' kernels (kModeAny) take the finish without a clamp
      * from the header */
-    if (mma && h.mode == MODE_PRESCALED_NO_OFFSET && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]))
+    if (mma && h.mode == MODE_PRESCALED_NO_OFFSET && in_range)
         h.mode += kInRange;
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
