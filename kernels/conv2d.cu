@@ -206,7 +206,13 @@
  *               0.136; RGBA box31 0.40 -> 0.38. Rows prefetched into L2
  *               3 to 12 steps ahead were slower (RGBA box31 0.38 ->
  *               0.39-0.44 ms); 2 blocks an SM at up to 128 registers
- *               (no spill) no faster. Not kept.
+ *               (no spill) no faster. Not kept. Eighteenth round: the
+ *               walk's rows through a ring in shared memory a warp,
+ *               copied in by cp.async 3 to 11 steps ahead, were slower:
+ *               every row (48-96 KB a block) 20-35%, the entering rows
+ *               only (16-32 KB) 5-15% (gray box31 0.133-0.141 ms ->
+ *               0.143-0.193); likely, not profiled: the shared memory
+ *               comes out of L1, which held the leaving rows. Not kept.
  *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
  *               Masks of 11x11 to 31x31 that factor as a column times
  *               a row of integers 0..255 (sampled Gaussians: the column
@@ -2714,7 +2720,9 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
  * that copied the next step's registers into the current ones at its end
  * waited there for the loads it had just issued (a quarter of the kernel's
  * stall samples at gray 9x9 and RGBA 31x31), with one row in flight a
- * warp; here the next row's loads are issued before that wait. */
+ * warp; here the next row's loads are issued before that wait. The rows
+ * stay in registers: through a ring in shared memory, several steps
+ * ahead, the walk ran 5-35% slower (bench/NOTES.md, eighteenth round). */
 template <int C, int CF, int M>
 __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul, int xs, int y0,
                                                  int rows, bool writes)

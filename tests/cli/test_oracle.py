@@ -728,8 +728,8 @@ SCAN_PATH = "box, prefix sums across a warp, no clamp"
 RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
 
 
-def box_image(rng, width, size, channels):
-    img = random_image(rng, width, 131, channels)
+def box_image(rng, width, size, channels, height=131):
+    img = random_image(rng, width, height, channels)
     corner, band = max(20, size + 5), max(15, size)  # past a window's side
     img[:corner, :corner] = 255
     img[-corner:, -corner:] = 0
@@ -790,6 +790,32 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
     kind = (ONES_PATH if layout == "gray" else RUNNING_PATH if size <= 15 else RUNNING_WIDE_PATH)
     tile = "8x32" if layout == "gray" else "64x32"
     check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
+
+
+# the prefix sums' walk: the strips whose rows all lie inside an aligned
+# image, by warps with no lane off it, take their rows through each warp's
+# ring in shared memory (copied in several steps ahead). The widths give
+# four columns of warps (gray: 480 outputs a warp; RGBA: 96 to 112), so
+# that two lie inside; 300 rows give strips inside; blocks of 8 warps (the
+# automatic tile) and of 2 (gray 64x16, RGBA 16x16: 64 threads). The scale
+# is the count plus 18 (rounding both ways).
+WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("tile", ["auto", "two-warps"])
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("layout, size", [("gray", 9), ("gray", 31), ("rgba", 15), ("rgba", 31),
+                                          ("rgba-filter-alpha", 31)])
+def test_cuda_direct_box_walk(gf, rng, tmp_path, layout, size, border, tile):
+    channels = 1 if layout == "gray" else 4
+    text = format_matrix(np.ones((size, size), dtype=int), size * size + 18)
+    path = tmp_path / "box.mask"
+    path.write_text(text)
+    img = box_image(rng, WALK_WIDTHS[layout], size, channels, height=300)
+    tiles = [] if tile == "auto" else ["--tile", "64x16" if layout == "gray" else "16x16"]
+    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, SCAN_PATH, "box",
+                        ["--kernel", "direct", *tiles])
 
 
 # version 4's tensor-core path: masks of 11x11 to 31x31 that factor as a
