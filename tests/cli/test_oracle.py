@@ -792,13 +792,14 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
     check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
 
 
-# the prefix sums' walk: the strips whose rows all lie inside an aligned
-# image, by warps with no lane off it, take their rows through each warp's
-# ring in shared memory (copied in several steps ahead). The widths give
-# four columns of warps (gray: 480 outputs a warp; RGBA: 96 to 112), so
-# that two lie inside; 300 rows give strips inside; blocks of 8 warps (the
-# automatic tile) and of 2 (gray 64x16, RGBA 16x16: 64 threads). The scale
-# is the count plus 18 (rounding both ways).
+# the prefix sums' walk (conv2d_scan_walk): the strips whose rows all lie
+# inside an aligned image, by warps with no lane off it, take a loop of
+# their own, without the border and the load tiers. The widths give four
+# or five columns of warps (gray: 480 outputs a warp; RGBA: 96 to 112), of
+# which two or three have no lane off the image (at the other box tests'
+# widths no gray warp does); 300 rows give strips inside; blocks of 8
+# warps (the automatic tile) and of 2 (gray 64x16, RGBA 16x16: 64
+# threads). The scale is the count plus 18.
 WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 
 
