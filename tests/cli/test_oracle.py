@@ -738,15 +738,18 @@ def box_image(rng, width, size, channels, height=131):
     return img
 
 
-def check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind, tile=None):
+def check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind, tile=None, height=131,
+                     scale=None):
     """The box mask of this size on the direct version: the path -v names,
-    the CPU backend's bytes and the oracle's values."""
+    the CPU backend's bytes and the oracle's values (the scale by default
+    the count, 18 over it at the first of DIRECT_WIDTHS)."""
     channels = 1 if layout == "gray" else 4
-    scale = size * size + (18 if width == DIRECT_WIDTHS[0] else 0)
+    if scale is None:
+        scale = size * size + (18 if width == DIRECT_WIDTHS[0] else 0)
     text = format_matrix(np.ones((size, size), dtype=int), scale)
     path = tmp_path / "box.mask"
     path.write_text(text)
-    img = box_image(rng, width, size, channels)
+    img = box_image(rng, width, size, channels, height)
     check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, kind, "box",
                         ["--kernel", "direct", *(["--tile", tile] if tile else [])])
 
@@ -809,14 +812,9 @@ WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 @pytest.mark.parametrize("layout, size", [("gray", 9), ("gray", 31), ("rgba", 15), ("rgba", 31),
                                           ("rgba-filter-alpha", 31)])
 def test_cuda_direct_box_walk(gf, rng, tmp_path, layout, size, border, tile):
-    channels = 1 if layout == "gray" else 4
-    text = format_matrix(np.ones((size, size), dtype=int), size * size + 18)
-    path = tmp_path / "box.mask"
-    path.write_text(text)
-    img = box_image(rng, WALK_WIDTHS[layout], size, channels, height=300)
-    tiles = [] if tile == "auto" else ["--tile", "64x16" if layout == "gray" else "16x16"]
-    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, SCAN_PATH, "box",
-                        ["--kernel", "direct", *tiles])
+    check_direct_box(gf, rng, tmp_path, layout, size, border, WALK_WIDTHS[layout], SCAN_PATH,
+                     tile=None if tile == "auto" else "64x16" if layout == "gray" else "16x16",
+                     height=300, scale=size * size + 18)
 
 
 # version 4's tensor-core path: masks of 11x11 to 31x31 that factor as a
