@@ -213,6 +213,17 @@
  *               only (16-32 KB) 5-15% (gray box31 0.133-0.141 ms ->
  *               0.143-0.193); likely, not profiled: the shared memory
  *               comes out of L1, which held the leaving rows. Not kept.
+ *               Nineteenth round: ncu put gray box31's DRAM reads at
+ *               2.5 times the image (168 MB): each strip's first M - 1
+ *               rows, read again by the strip above at its end, and
+ *               leaving rows L2 no longer held (3168 warps x 31 rows x
+ *               512 B is the H100's 50 MB). Every other strip now walks
+ *               up, so that two strips read the rows they share near the
+ *               same time, and the leaving rows and the outputs are
+ *               marked evict-first (ld/st.global.cs): gray box31 0.138 ->
+ *               ~0.127 ms, RGBA box15 0.331 -> ~0.320; the others within
+ *               2%. Fewer warps with taller strips were slower (gray
+ *               box31 at 16 warps an SM 0.145, at 8 0.19).
  *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
  *               Masks of 11x11 to 31x31 that factor as a column times
  *               a row of integers 0..255 (sampled Gaussians: the column
@@ -983,8 +994,9 @@ __device__ __forceinline__ void conv2d_store(const fast_header &h, int y, int x,
 /* conv2d_store's aligned case for a thread's Q pixels of all C channels:
  * NB = Q * C bytes (4, 8 or 16) at 'o', which the caller knows to be
  * NB-byte aligned; the channels past CF from 'given', the input's words of
- * those pixels (the caller's registers). */
-template <int C, int CF, int Q>
+ * those pixels (the caller's registers). STREAM: 16 bytes stored
+ * evict-first (st.global.cs), for outputs L2 need not keep. */
+template <int C, int CF, int Q, bool STREAM = false>
 __device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float (&fv)[Q][CF],
                                                   const unsigned *given = nullptr)
 {
@@ -997,7 +1009,9 @@ __device__ __forceinline__ void conv2d_store_wide(unsigned char *o, const float 
         for (int k = 0; k < NW; k++)
             w[k] = conv2d_merge<C, CF>(w[k], given[k], k);
     }
-    if constexpr (NB == 16)
+    if constexpr (NB == 16 && STREAM)
+        __stcs(reinterpret_cast<uint4 *>(o), make_uint4(w[0], w[1], w[2], w[3]));
+    else if constexpr (NB == 16)
         *reinterpret_cast<uint4 *>(o) = make_uint4(w[0], w[1], w[2], w[3]);
     else if constexpr (NB == 8)
         *reinterpret_cast<uint2 *>(o) = make_uint2(w[0], w[1]);
@@ -2711,7 +2725,7 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
     }
 }
 
-/* The prefix sums' walk down a strip whose rows, entering and leaving, all
+/* The prefix sums' walk along a strip whose rows, entering and leaving, all
  * lie inside the image, by a warp whose lanes all load their 16 aligned
  * bytes and store them whole where they write (conv2d_scan_kernel4 says
  * which): the rows' addresses without the border and the load tiers, the
@@ -2722,18 +2736,29 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
  * stall samples at gray 9x9 and RGBA 31x31), with one row in flight a
  * warp; here the next row's loads are issued before that wait. The rows
  * stay in registers: through a ring in shared memory, several steps
- * ahead, the walk ran 5-35% slower (bench/NOTES.md, eighteenth round). */
+ * ahead, the walk ran 5-35% slower (bench/NOTES.md, eighteenth round).
+ * 'up': the walk goes from the strip's last row to its first, so that a
+ * strip walking down and its neighbour walking up read the M - 1 rows
+ * they share near the same time, the second read an L2 hit more often.
+ * The leaving rows and the outputs are not read again: loaded and stored
+ * evict-first, so that L2 keeps the rows still to leave (at 31x31 all
+ * the warps' windows fill the H100's 50 MB). */
 template <int C, int CF, int M>
 __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul, int xs, int y0,
-                                                 int rows, bool writes)
+                                                 int rows, bool writes, bool up)
 {
     constexpr int Q = 16 / C, R = M / 2;
     const size_t rb = (size_t)h.width * C;
-    const unsigned char *const top = h.src + (size_t)(y0 - R) * rb + (size_t)xs * C;
-    unsigned char *const o = h.dst + (size_t)y0 * rb + (size_t)xs * C;
+    const ptrdiff_t stride = up ? -(ptrdiff_t)rb : (ptrdiff_t)rb;
+    const int yt = up ? y0 + rows - 1 + R : y0 - R, yo = up ? y0 + rows - 1 : y0;
+    const unsigned char *const top = h.src + (size_t)yt * rb + (size_t)xs * C;
+    unsigned char *const o = h.dst + (size_t)yo * rb + (size_t)xs * C;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    auto row = [&](int k) {  /* input row k of the strip: image row y0 - R + k */
-        return __ldg(reinterpret_cast<const uint4 *>(top + (size_t)k * rb));
+    auto row = [&](int k) {  /* input row k of the walk: image row yt + k, or yt - k up */
+        return __ldg(reinterpret_cast<const uint4 *>(top + (ptrdiff_t)k * stride));
+    };
+    auto gone = [&](int k) {  /* a row leaving the sums, read for the last time */
+        return __ldcs(reinterpret_cast<const uint4 *>(top + (ptrdiff_t)k * stride));
     };
     unsigned cs[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
 #pragma unroll 4
@@ -2747,7 +2772,7 @@ __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul
         conv2d_scan_row<C, CF, M>(cs, mul, fv, false, xs, 0, h);
         if (writes) {
             const unsigned words[4] = {given.x, given.y, given.z, given.w};
-            conv2d_store_wide<C, CF, Q>(o + (size_t)(k - (M - 1)) * rb, fv, words);
+            conv2d_store_wide<C, CF, Q, true>(o + (ptrdiff_t)(k - (M - 1)) * stride, fv, words);
         }
     };
     const int last = rows + M - 2;  /* the strip's last input row */
@@ -2757,7 +2782,7 @@ __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul
     for (int k = M - 1; k <= last; k += 2) {
         if (k + 1 <= last) {
             in_b = row(k + 1);
-            out_b = row(k + 1 - M);
+            out_b = gone(k + 1 - M);
             if constexpr (CF < C)
                 given_b = row(k + 1 - R);
         }
@@ -2766,7 +2791,7 @@ __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul
             break;
         if (k + 2 <= last) {
             in_a = row(k + 2);
-            out_a = row(k + 2 - M);
+            out_a = gone(k + 2 - M);
             if constexpr (CF < C)
                 given_a = row(k + 2 - R);
         }
@@ -2775,7 +2800,8 @@ __device__ __forceinline__ void conv2d_scan_walk(const fast_header &h, float mul
 }
 
 /* Each warp takes conv2d_scan_outputs(C, M) columns of output pixels and a
- * strip of h.steps rows, walking down: input row k of the strip enters the
+ * strip of h.steps rows, walking down (inside the image, the odd strips
+ * walk up: conv2d_scan_walk): input row k of the strip enters the
  * column sums, row k - M leaves them, each fetched one step ahead into
  * registers (the centre row too, where alpha is copied). The warps of the
  * grid take the columns of the first strip, then of the next, and so on,
@@ -2829,7 +2855,7 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
      * ran slower (RGBA box15 0.34 -> 0.47 ms). */
     if (y0 - R >= 0 && y0 + rows + R <= h.height && !fix &&
         __all_sync(0xFFFFFFFFu, tier == 2 && (wide || !writes))) {
-        conv2d_scan_walk<C, CF, M>(h, mul, xs, y0, rows, writes);
+        conv2d_scan_walk<C, CF, M>(h, mul, xs, y0, rows, writes, strip & 1);
         return;
     }
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);

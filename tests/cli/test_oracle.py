@@ -800,9 +800,10 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
 # their own, without the border and the load tiers. The widths give four
 # or five columns of warps (gray: 480 outputs a warp; RGBA: 96 to 112), of
 # which two or three have no lane off the image (at the other box tests'
-# widths no gray warp does); 300 rows give strips inside; blocks of 8
-# warps (the automatic tile) and of 2 (gray 64x16, RGBA 16x16: 64
-# threads). The scale is the count plus 18.
+# widths no gray warp does); 300 rows give strips of 8 rows, 33 of them
+# (31x31) to 36 (9x9) inside, which walk down and up in turn (odd ones up);
+# blocks of 8 warps (the automatic tile) and of 2 (gray 64x16, RGBA 16x16:
+# 64 threads). The scale is the count plus 18.
 WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 
 
