@@ -220,10 +220,13 @@
  *               512 B is the H100's 50 MB). Every other strip now walks
  *               up, so that two strips read the rows they share near the
  *               same time, and the leaving rows and the outputs are
- *               marked evict-first (ld/st.global.cs): gray box31 0.138 ->
- *               ~0.127 ms, RGBA box15 0.331 -> ~0.320; the others within
- *               2%. Fewer warps with taller strips were slower (gray
- *               box31 at 16 warps an SM 0.145, at 8 0.19).
+ *               marked evict-first (ld/st.global.cs): gray box31's DRAM
+ *               reads 168 -> 119 MB, 0.138 -> 0.125-0.130 ms; RGBA box15
+ *               0.330-0.333 -> 0.316-0.324; the others within the
+ *               spread. The time fell less than the bytes: the walk is
+ *               back to its rows' latency. Fewer warps with taller
+ *               strips were slower (gray box31 at 16 warps an SM 0.145
+ *               ms, at 8 0.19).
  *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
  *               Masks of 11x11 to 31x31 that factor as a column times
  *               a row of integers 0..255 (sampled Gaussians: the column
