@@ -224,7 +224,7 @@
  *               reads 168 -> 119 MB, 0.138 -> 0.125-0.130 ms; RGBA box15
  *               0.330-0.333 -> 0.316-0.324; the others within the
  *               spread. The time fell less than the bytes: the walk is
- *               back to its rows' latency. Fewer warps with taller
+ *               likely back to its rows' latency. Fewer warps with taller
  *               strips were slower (gray box31 at 16 warps an SM 0.145
  *               ms, at 8 0.19).
  *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
