@@ -224,9 +224,10 @@
  *               reads 168 -> 119 MB, 0.138 -> 0.125-0.130 ms; RGBA box15
  *               0.330-0.333 -> 0.316-0.324; the others within the
  *               spread. The time fell less than the bytes: the walk is
- *               likely back to its rows' latency. Fewer warps with taller
- *               strips were slower (gray box31 at 16 warps an SM 0.145
- *               ms, at 8 0.19).
+ *               back to its rows' latency (ncu, gray box31: 60% of the
+ *               stall cycles on the long scoreboard, issue active 47%).
+ *               Fewer warps with taller strips were slower (gray box31
+ *               at 16 warps an SM 0.145 ms, at 8 0.19).
  *               Fifteenth round: the tensor cores (conv2d_mma.cuh).
  *               Masks of 11x11 to 31x31 that factor as a column times
  *               a row of integers 0..255 (sampled Gaussians: the column
