@@ -257,6 +257,11 @@
  *               (27-38% of its faster copy). Measured alone on the H200,
  *               one input: 0.143 -> 0.090, 0.147 -> 0.101, 0.527 ->
  *               0.399, 0.681 -> 0.474 ms.
+ *               Twentieth round: the direct kernel's and this path's
+ *               outputs stored evict-first (st.global.cs), as the
+ *               prefix sums' are: RGBA 3x3 0.5-1% faster, within the
+ *               spread, the tensor-core rows unchanged, gray gaussian7
+ *               7-10% slower. Not kept.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
