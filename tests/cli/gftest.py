@@ -362,7 +362,8 @@ def apply_mask(img, mask, border="nearest", filter_alpha=False):
 
 def rounding_ties(img, mask, border="nearest", filter_alpha=False, within=1e-6):
     """Where the exact value of one -m lies on a rounding boundary (k + 1/2,
-    to within `within`): bool H x W x C. A sum of several matrices, each
+    to within `within`, a number or one per value as float_ties gives it):
+    bool H x W x C. A sum of several matrices, each
     divided by its own scale, lands there exactly for some pixels; any float
     evaluation (double on the CPU, float on the GPU) then falls on either side
     of it, so two correct backends may differ by one level at those pixels
@@ -387,17 +388,11 @@ def float_ties(img, mask, border="nearest", filter_alpha=False):
     ~0.05% of the pixels at 3x3 and 1-2% at 31x31."""
     assert mask.combine is None and len(mask.matrices) == 1, "one matrix"
     m = mask.matrices[0]
-    img = as3d(img)
-    values, filtered = _unrounded(img, mask, border, filter_alpha)
-    taps = m.weights.size
-    ties = np.zeros(img.shape, bool)
-    for ch in range(filtered):
-        x = img[:, :, ch].astype(np.float64)
-        size = correlate(x, np.abs(m.weights), border) / abs(m.scale) + abs(m.offset) + 1.0
-        within = (taps + 8) * 2.0**-24 * size
-        v = values[:, :, ch]
-        ties[:, :, ch] = np.abs(v - np.floor(v) - 0.5) < within
-    return ties
+    # sum |w x| / |scale| + |offset| + 1, as the values of a mask of |w|
+    size = Mask([Matrix(np.abs(m.weights), abs(m.scale), abs(m.offset) + 1.0)])
+    sizes, _ = _unrounded(img, size, border, filter_alpha)
+    return rounding_ties(img, mask, border, filter_alpha,
+                         within=(m.weights.size + 8) * 2.0**-24 * sizes)
 
 
 def apply_masks(img, masks, border="nearest", filter_alpha=False):
