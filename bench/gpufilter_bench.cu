@@ -11,7 +11,9 @@
  *      --warmup untimed ones, the input rotated through buffers that together
  *      exceed twice the L2, so that no run reads what the previous one left
  *      in the cache (at most 64 buffers: images under 1/32 of the L2 are
- *      timed partly from it);
+ *      timed partly from it); each run launched alone on an idle stream
+ *      (the launch latency counted, as a call of the tool pays it) or, with
+ *      --timing queued, the runs back to back (the device's time alone);
  *   3. it is reported as ms, Gpx/s, GB/s (each input byte read once, each
  *      output byte written once) and as a percentage of the device copy
  *      bandwidth measured first in the same run on the same buffers, beside
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,6 +143,7 @@ struct Options {
     std::vector<int> version_tile;          /* ... unless V:WxH set one: v*2, v*2+1 */
     bool tile_given = false;                /* --tile WxH: every version, direct too */
     int device = 0;
+    bool queued = false;                    /* --timing queued */
     std::string json;
 };
 
@@ -168,6 +172,12 @@ static void usage(FILE *out)
             "                    the widest Wx64 that it runs with 256 threads on its\n"
             "                    first path, among those of the most blocks an SM;\n"
             "                    see kernels.h for what the tile means to each version)\n"
+            "  --timing MODE     alone: each timed run is launched on an idle stream, so\n"
+            "                    its time includes the launch latency, as one call of the\n"
+            "                    tool pays it (default); queued: the runs are enqueued back\n"
+            "                    to back, an event between each two, so each time is the\n"
+            "                    device's alone (the launch latency hidden behind the run\n"
+            "                    before), for kernels and peers alike\n"
             "  --device N        CUDA device (default 0)\n"
             "  --json FILE       also write the rows to FILE as JSON\n"
             "  -h, --help        show this help and exit\n"
@@ -227,7 +237,9 @@ static unsigned parse_kernels(const char *list)
 
 static void parse_options(int argc, char **argv)
 {
-    enum { O_SIZE = 256, O_CHANNELS, O_MASK, O_KERNELS, O_REPS, O_WARMUP, O_TILE, O_DEVICE, O_JSON };
+    enum {
+        O_SIZE = 256, O_CHANNELS, O_MASK, O_KERNELS, O_REPS, O_WARMUP, O_TILE, O_DEVICE, O_JSON, O_TIMING
+    };
     static const struct option longopts[] = {
         {"size", required_argument, NULL, O_SIZE},
         {"channels", required_argument, NULL, O_CHANNELS},
@@ -237,6 +249,7 @@ static void parse_options(int argc, char **argv)
         {"warmup", required_argument, NULL, O_WARMUP},
         {"tile", required_argument, NULL, O_TILE},
         {"device", required_argument, NULL, O_DEVICE},
+        {"timing", required_argument, NULL, O_TIMING},
         {"json", required_argument, NULL, O_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -302,6 +315,11 @@ static void parse_options(int argc, char **argv)
             break;
         case O_JSON:
             g_opt.json = optarg;
+            break;
+        case O_TIMING:
+            if (strcmp(optarg, "alone") && strcmp(optarg, "queued"))
+                die(2, "--timing '%s': expected alone or queued", optarg);
+            g_opt.queued = strcmp(optarg, "queued") == 0;
             break;
         case 'h':
             usage(stdout);
@@ -402,24 +420,77 @@ static cudaEvent_t g_start, g_stop;
 
 struct Timing {
     double median = NAN, min = NAN, max = NAN;
+    double host_us = NAN;  /* the launch call's own time on the host, median */
 };
 
+static double host_now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static double median_of(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* --timing queued: an event between each two runs (reps + 1) */
+static std::vector<cudaEvent_t> g_marks;
+
+/* The runs enqueued back to back behind the warm-up, marks[r] and marks[r +
+ * 1] around run r: while the host enqueues faster than the device runs,
+ * each run starts as the last one ends, and its time is the device's
+ * alone (no launch latency, no idle stream). A launch that synchronizes
+ * the host (none of the kernels or peers here does) would time as alone. */
+template <class Launch>
+static void time_queued(Launch launch, const std::string &what, std::vector<float> &ms,
+                        std::vector<double> &host)
+{
+    while (g_marks.size() < (size_t)g_opt.reps + 1) {
+        cudaEvent_t e;
+        CHECK(cudaEventCreate(&e), "creating an event");
+        g_marks.push_back(e);
+    }
+    CHECK(cudaEventRecord(g_marks[0], g_stream), "recording an event");
+    for (int r = 0; r < g_opt.reps; r++) {
+        const double t0 = host_now_us();
+        CHECK(launch(g_opt.warmup + r), what);
+        host[r] = host_now_us() - t0;
+        CHECK(cudaEventRecord(g_marks[r + 1], g_stream), "recording an event");
+    }
+    CHECK(cudaEventSynchronize(g_marks[g_opt.reps]), what);
+    for (int r = 0; r < g_opt.reps; r++)
+        CHECK(cudaEventElapsedTime(&ms[r], g_marks[r], g_marks[r + 1]), "reading an event");
+}
+
 /* launch(i) enqueues run i on g_stream (i counts warm-up runs too, so that
- * the buffers rotate through both); the timed runs are bracketed by events
- * one by one. */
+ * the buffers rotate through both). --timing alone (the default): the
+ * timed runs are bracketed by events one by one, each launched on an idle
+ * stream, so that each time includes the launch's latency as one call of
+ * the tool pays it. queued: see time_queued. */
 template <class Launch>
 static Timing time_runs(Launch launch, const std::string &what)
 {
     for (int i = 0; i < g_opt.warmup; i++)
         CHECK(launch(i), what);
-    CHECK(cudaStreamSynchronize(g_stream), what);
     std::vector<float> ms(g_opt.reps);
-    for (int r = 0; r < g_opt.reps; r++) {
-        CHECK(cudaEventRecord(g_start, g_stream), "recording an event");
-        CHECK(launch(g_opt.warmup + r), what);
-        CHECK(cudaEventRecord(g_stop, g_stream), "recording an event");
-        CHECK(cudaEventSynchronize(g_stop), what);
-        CHECK(cudaEventElapsedTime(&ms[r], g_start, g_stop), "reading an event");
+    std::vector<double> host(g_opt.reps);
+    if (g_opt.queued) {
+        time_queued(launch, what, ms, host);  /* behind the warm-up, which is still running */
+    } else {
+        CHECK(cudaStreamSynchronize(g_stream), what);
+        for (int r = 0; r < g_opt.reps; r++) {
+            CHECK(cudaEventRecord(g_start, g_stream), "recording an event");
+            const double t0 = host_now_us();
+            CHECK(launch(g_opt.warmup + r), what);
+            host[r] = host_now_us() - t0;
+            CHECK(cudaEventRecord(g_stop, g_stream), "recording an event");
+            CHECK(cudaEventSynchronize(g_stop), what);
+            CHECK(cudaEventElapsedTime(&ms[r], g_start, g_stop), "reading an event");
+        }
     }
     std::sort(ms.begin(), ms.end());
     Timing t;
@@ -427,6 +498,7 @@ static Timing time_runs(Launch launch, const std::string &what)
     t.median = n % 2 ? ms[n / 2] : 0.5 * ((double)ms[n / 2 - 1] + (double)ms[n / 2]);
     t.min = ms.front();
     t.max = ms.back();
+    t.host_us = median_of(host);
     return t;
 }
 
@@ -492,6 +564,10 @@ static void add_row(const Config &cfg, const std::string &kernel, const std::str
     if (peer.ms > 0 && t.median > 0)
         r.ratio = peer.ms / t.median;
     std::string n = note;
+    /* the host's own part of our call (plan and launch; for the peers' the
+     * same is in their ms, not shown) */
+    if (t.host_us >= 0 && kernel != "copy")
+        n += format("%shost %.1f us a call", n.empty() ? "" : "; ", t.host_us);
     if (!peer.note.empty())
         n += (n.empty() ? "" : "; ") + peer.note;
     r.note = n;
@@ -1409,20 +1485,22 @@ static void write_json(const char *path, int driver, int runtime, int clock_khz)
             "false"
 #endif
     );
-    fprintf(f, "  \"reps\": %d, \"warmup\": %d, \"tile\": [%d, %d],\n  \"rows\": [\n", g_opt.reps,
-            g_opt.warmup, g_opt.tile_width, g_opt.tile_height);
+    fprintf(f, "  \"reps\": %d, \"warmup\": %d, \"timing\": \"%s\", \"tile\": [%d, %d],\n  \"rows\": [\n",
+            g_opt.reps, g_opt.warmup, g_opt.queued ? "queued" : "alone", g_opt.tile_width, g_opt.tile_height);
     for (size_t i = 0; i < g_rows.size(); i++) {
         const Row &r = g_rows[i];
         fprintf(f,
                 "    {\"kernel\": %s, \"version\": %s, \"width\": %d, \"height\": %d, \"channels\": %d, "
-                "\"mask\": %s, \"tile\": %s, \"ms\": %s, \"ms_min\": %s, \"ms_max\": %s, \"bytes\": %.0f, "
+                "\"mask\": %s, \"tile\": %s, \"ms\": %s, \"ms_min\": %s, \"ms_max\": %s, \"host_us\": %s, "
+                "\"bytes\": %.0f, "
                 "\"gpx_per_s\": %s, \"gb_per_s\": %s, \"percent_of_copy\": %s, \"peer\": %s, "
                 "\"peer_ms\": %s, \"peer_over_ours\": %s, \"note\": %s}%s\n",
                 json_string(r.kernel).c_str(), json_string(r.version).c_str(), r.width, r.height, r.channels,
                 r.mask == "-" ? "null" : json_string(r.mask).c_str(),
                 r.tile_width ? format("[%d, %d]", r.tile_width, r.tile_height).c_str() : "null",
                 json_number(r.t.median).c_str(),
-                json_number(r.t.min).c_str(), json_number(r.t.max).c_str(), r.bytes,
+                json_number(r.t.min).c_str(), json_number(r.t.max).c_str(), json_number(r.t.host_us).c_str(),
+                r.bytes,
                 json_number(r.gpxs).c_str(), json_number(r.gbs).c_str(), json_number(r.pct).c_str(),
                 r.peer.empty() ? "null" : json_string(r.peer).c_str(), json_number(r.peer_ms).c_str(),
                 json_number(r.ratio).c_str(), json_string(r.note).c_str(), i + 1 < g_rows.size() ? "," : "");
@@ -1486,11 +1564,14 @@ int main(int argc, char **argv)
                            g_prop.multiProcessorCount, g_prop.l2CacheSize / 1048576.0, clock_khz / 1000,
                            bus_bits, mem_clock_khz / 1000, g_prop.totalGlobalMem / 1073741824.0);
     g_versions_line = format("driver %d.%d, runtime %d.%d, CUB %d.%d.%d; median of %d runs%s after %d "
-                             "warm-up, inputs rotated over buffers > 2x L2 (at most %d buffers); conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
+                             "warm-up, %s, inputs rotated over buffers > 2x L2 (at most %d buffers); conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
                              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
                              CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, g_opt.reps,
                              g_opt.reps < 20 ? " (fewer than the 20 the method asks for)" : "",
-                             g_opt.warmup, kMaxBuffers, g_opt.tile_width, g_opt.tile_height);
+                             g_opt.warmup,
+                             g_opt.queued ? "queued back to back (device time, no launch latency)"
+                                          : "each launched alone (launch latency counted)",
+                             kMaxBuffers, g_opt.tile_width, g_opt.tile_height);
 #ifdef GF_HAVE_NPP
 #ifdef NPP_VERSION_MAJOR
     g_npp_line = format("NPP %d.%d.%d: conv2d peer nppiFilterBorder_8u_C1R/_C4R_Ctx, NPP_BORDER_REPLICATE",

@@ -262,6 +262,22 @@
  *               prefix sums' are: RGBA 3x3 0.5-1% faster, within the
  *               spread, the tensor-core rows unchanged, gray gaussian7
  *               7-10% slower. Not kept.
+               Twenty-first round, the host's part of a launch:
+               conv2d_gpu plans every launch, and the plan scanned the
+               weights six times (~12 us a 31x31 plan on the development
+               machine's CPU) and version 3's searched its strides with
+               the bank model; in the bench's timing (each run launched
+               on an idle stream) the GPU waited for it: launch calls of
+               20-27 us at 31x31 on version 4, 50-130 us on version 3.
+               What a plan learns of a mask's weights is now kept per
+               host thread for the last two masks (compared by value),
+               the strides per arguments: 3.5-7 us a call on version 4
+               (the launch itself), gray box31 0.122 -> 0.111 ms,
+               gaussian31 0.114 -> 0.103, RGBA box31 0.373 -> 0.364, the
+               kernels unchanged. Queued back to back (the bench's
+               --timing queued), where the host's part does not count,
+               gray 3x3 stays at 1.46-1.47x NPP: its gap to 1.5x is the
+               kernel's, not the launch's.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -3489,11 +3505,43 @@ int conv2d_wavefronts(const int *slot, int threads, int cp)
     return total;
 }
 
+/* The two searches below try 32 strides through conv2d_wavefronts each:
+ * with them a launch call of version 3 took 50 to 130 us of host time in
+ * the bench (version 2: 5 to 20), since conv2d_gpu plans every launch.
+ * Pure functions of their arguments, so their answers are kept per host
+ * thread. */
+struct conv2d_stride_memo {
+    int key[16][5], value[16], count = 0, next = 0;
+
+    bool find(const int (&k)[5], int *v) const
+    {
+        for (int i = 0; i < count; i++)
+            if (memcmp(key[i], k, sizeof k) == 0) {
+                *v = value[i];
+                return true;
+            }
+        return false;
+    }
+    int keep(const int (&k)[5], int v)
+    {
+        memcpy(key[next], k, sizeof k);
+        value[next] = v;
+        next = (next + 1) % 16;
+        count = count < 16 ? count + 1 : 16;
+        return v;
+    }
+};
+
 /* A row stride (in slots) >= 'least' for which warp 0's reads are
  * conflict-free (or the least bad): thread t reads slot
  * (t / per_row) * rows_apart * stride + t % per_row. */
 int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
 {
+    static thread_local conv2d_stride_memo known;
+    const int args[5] = {least, per_row, rows_apart, threads, cp};
+    int kept;
+    if (known.find(args, &kept))
+        return kept;
     int best = least, best_cost = 1 << 30;
     const int n = threads < 32 ? threads : 32;
     for (int stride = least; stride < least + 32; stride++) {
@@ -3506,7 +3554,7 @@ int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int c
             best_cost = cost;
         }
     }
-    return best;
+    return known.keep(args, best);
 }
 
 /* Version 3's ring stride: the row pass writes (thread t: row t / per_row,
@@ -3515,6 +3563,11 @@ int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int c
  * possible. */
 int conv2d_ring_stride(int tw, int threads, int cp)
 {
+    static thread_local conv2d_stride_memo known;
+    const int args[5] = {tw, threads, cp, 0, 0};
+    int kept;
+    if (known.find(args, &kept))
+        return kept;
     const int n = 32 / cp, ln = n == 8 ? 3 : n == 16 ? 4 : 5;
     auto swz = [&](int x) { return x ^ ((x >> ln) & (n - 1)); };
     const int least = (tw + n - 1) / n * n, per_row = tw / 8, warp = threads < 32 ? threads : 32;
@@ -3534,7 +3587,7 @@ int conv2d_ring_stride(int tw, int threads, int cp)
             best_cost = cost;
         }
     }
-    return best;
+    return known.keep(args, best);
 }
 
 /* Whether s is an odd integer d, 3 <= |d| < 2^22 (MODE_DIV_ODD) */
@@ -3564,6 +3617,61 @@ static bool conv2d_div_range(const conv2d_launch *p, int k, float inv)
     }
     const double top = 255.0 * total;
     return top < 0x1p100 && top * fabs((double)inv) < 0x1p100 && least >= 0x1p-20;
+}
+
+/* What conv2d_make_plan asks of a mask's host weights, each a scan of every
+ * weight: at 31x31 ~10 us of host time a plan, and every launch plans, as
+ * does the tool's tile choice several times for each candidate tile
+ * (threads, shared bytes, kernel, path). Kept for the last two masks of
+ * each host thread, by value (the weights compared, not their address: a
+ * caller may refill one array), so that a later plan of the same mask
+ * only compares its weights. */
+struct conv2d_mask_facts {
+    int K, mw, mh;
+    float scale[CONV2D_MAX_MATRICES];
+    float weights[CONV2D_MAX_MATRICES * kMaxMask * kMaxMask];
+    bool short_weights;  /* conv2d_short_weights, every matrix */
+    bool byte_weights;   /* conv2d_byte_weights, every matrix */
+    bool factors;        /* conv2d_integer_factors of matrix 0: row, column */
+    bool prescalable;    /* conv2d_prescalable, every matrix */
+    bool in_range;       /* conv2d_in_range of matrix 0 */
+    bool div_range[CONV2D_MAX_MATRICES];
+    float row[kMaxMask], column[kMaxMask];
+};
+
+/* p's facts; p checked by the caller (1..4 matrices of at most kMaxMask
+ * square, host weights given). */
+static const conv2d_mask_facts &conv2d_facts(const conv2d_launch *p)
+{
+    static thread_local conv2d_mask_facts known[2];
+    static thread_local int count, next;
+    const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height, taps = mw * mh;
+    const size_t weight_bytes = (size_t)K * taps * sizeof(float);
+    for (int i = 0; i < count; i++) {
+        const conv2d_mask_facts &f = known[i];
+        if (f.K == K && f.mw == mw && f.mh == mh && memcmp(f.scale, p->scale, K * sizeof(float)) == 0 &&
+            memcmp(f.weights, p->host_weights, weight_bytes) == 0)
+            return f;
+    }
+    conv2d_mask_facts &f = known[next];
+    next = (next + 1) % 2;
+    count = count < 2 ? count + 1 : 2;
+    f.K = K;
+    f.mw = mw;
+    f.mh = mh;
+    memcpy(f.scale, p->scale, K * sizeof(float));
+    memcpy(f.weights, p->host_weights, weight_bytes);
+    float inv[CONV2D_MAX_MATRICES];
+    for (int k = 0; k < K; k++)
+        inv[k] = 1.0f / p->scale[k];
+    f.short_weights = conv2d_short_weights(p->host_weights, K, taps);
+    f.byte_weights = conv2d_byte_weights(p->host_weights, K * taps);
+    f.factors = conv2d_integer_factors(p->host_weights, mw, mh, f.row, f.column);
+    f.prescalable = conv2d_prescalable(p, K, taps, inv);
+    f.in_range = conv2d_in_range(p->host_weights, taps, p->scale[0]);
+    for (int k = 0; k < K; k++)
+        f.div_range[k] = conv2d_div_range(p, k, inv[k]);
+    return f;
 }
 
 /* Blocks of a plan's kernel that the device holds at once: blocks per SM
@@ -3793,6 +3901,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
         return false;
     pl->path = 0;  /* version 4 sets it where it picks a path */
+    const conv2d_mask_facts *facts = p->host_weights ? &conv2d_facts(p) : NULL;
     const int cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
     const int CF = conv2d_cf_template(C, cf);
     const int CP = C == 3 ? 4 : C;
@@ -3816,18 +3925,20 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
             K > 2)
             return false;
         const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
-        const bool integer = (C == 1 || C == 4) && conv2d_short_weights(p->host_weights, K, mw * mh);
-        have_factors = integer && K == 1 && mw >= 5 &&
-                       conv2d_integer_factors(p->host_weights, mw, mh, row, column) &&
-                       conv2d_byte_weights(row, mw);
-        const float inv0 = 1.0f / p->scale[0];
+        const bool integer = (C == 1 || C == 4) && facts->short_weights;
+        have_factors = integer && K == 1 && mw >= 5 && facts->factors &&
+                       conv2d_byte_weights(facts->row, mw);
+        if (have_factors) {
+            memcpy(row, facts->row, mw * sizeof(float));
+            memcpy(column, facts->column, mh * sizeof(float));
+        }
         const bool no_offset = K == 1 && p->offset[0] == 0.0f;
-        const bool quick = no_offset && conv2d_prescalable(p, 1, mw * mh, &inv0);
+        const bool quick = no_offset && facts->prescalable;  /* K = 1 */
         const bool odd = no_offset && conv2d_odd_divisor(p->scale[0]);
         /* the modes of the kernels this mask can take, the most specific
          * first: outputs in 0..255, prescaled, any */
         int modes[3], nmodes = 0;
-        in_range = (quick || odd) && conv2d_in_range(p->host_weights, mw * mh, p->scale[0]);
+        in_range = (quick || odd) && facts->in_range;
         if (in_range)
             modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
         if (quick)
@@ -3845,7 +3956,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                          conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
         const bool paths[9] = {box, box, have_factors && conv2d_binomial_column(column, mh),
                                have_factors && conv2d_ones(column, mh), mma, have_factors,
-                               integer && conv2d_byte_weights(p->host_weights, K * mw * mh),
+                               integer && facts->byte_weights,
                                integer, true};
         const int dps[9] = {kBoxScan4, kRunning4, kBinomial4, kBox4, kMma4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
@@ -3866,7 +3977,9 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     } else if (version == 3) {
         if (K != 1)
             return false;
-        if (p->host_weights && conv2d_integer_factors(p->host_weights, mw, mh, row, column)) {
+        if (facts && facts->factors) {
+            memcpy(row, facts->row, mw * sizeof(float));
+            memcpy(column, facts->column, mh * sizeof(float));
             have_factors = true;
         } else if (p->host_row_weights && p->host_column_weights) {
             for (int x = 0; x < mw; x++)
@@ -3946,7 +4059,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.scale[k] = p->scale[k];
         h.offset[k] = p->offset[k];
         inv[k] = 1.0f / p->scale[k];  /* exact for the powers of two it is used for */
-        h.rcp[k] = conv2d_div_range(p, k, inv[k]) ? inv[k] : 0.0f;
+        h.rcp[k] = facts && facts->div_range[k] ? inv[k] : 0.0f;
     }
     switch (p->combine) {
     case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
@@ -3961,13 +4074,13 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.mode = MODE_DIV;
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
-        prescale = conv2d_prescalable(p, K, mw * mh, inv);
+        prescale = facts->prescalable;
         pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
                  : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
                                                 : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
-        prescale = conv2d_prescalable(p, K, taps, inv);
+        prescale = facts->prescalable;
         for (int k = 0; k < K; k++)
             for (int i = 0; i < taps; i++)
                 pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? inv[k] : 1.0f);

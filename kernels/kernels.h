@@ -68,8 +68,10 @@ typedef struct {
     void *scratch;                /* device, conv2d_scratch_bytes(); NULL if that is 0 */
     /* Optional host copies of the weights (same layouts as the device arrays
      * above; NULL when absent), read by the launcher of versions 2, 3 and 4 only,
-     * never kept after conv2d_gpu() returns. With them the weights travel by
-     * value in the kernel parameters (the constant bank: free FFMA operands),
+     * never kept after conv2d_gpu() returns (what a plan learns of their
+     * values is, for the last two masks of each host thread). With them the
+     * weights travel by value in the kernel parameters (the constant bank:
+     * free FFMA operands),
      * scales that are powers of two are folded into the weights, and version 3
      * derives integer factors from integer 2-D weights (exact sums, so its
      * output equals version 1's). Without them versions 2 and 3 read the
