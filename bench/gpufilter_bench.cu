@@ -494,8 +494,7 @@ static Timing time_runs(Launch launch, const std::string &what)
     }
     std::sort(ms.begin(), ms.end());
     Timing t;
-    size_t n = ms.size();
-    t.median = n % 2 ? ms[n / 2] : 0.5 * ((double)ms[n / 2 - 1] + (double)ms[n / 2]);
+    t.median = median_of(std::vector<double>(ms.begin(), ms.end()));
     t.min = ms.front();
     t.max = ms.back();
     t.host_us = median_of(host);
