@@ -262,22 +262,22 @@
  *               prefix sums' are: RGBA 3x3 0.5-1% faster, within the
  *               spread, the tensor-core rows unchanged, gray gaussian7
  *               7-10% slower. Not kept.
-               Twenty-first round, the host's part of a launch:
-               conv2d_gpu plans every launch, and the plan scanned the
-               weights six times (~12 us a 31x31 plan on the development
-               machine's CPU) and version 3's searched its strides with
-               the bank model; in the bench's timing (each run launched
-               on an idle stream) the GPU waited for it: launch calls of
-               20-27 us at 31x31 on version 4, 50-130 us on version 3.
-               What a plan learns of a mask's weights is now kept per
-               host thread for the last two masks (compared by value),
-               the strides per arguments: 3.5-7 us a call on version 4
-               (the launch itself), gray box31 0.122 -> 0.111 ms,
-               gaussian31 0.114 -> 0.103, RGBA box31 0.373 -> 0.364, the
-               kernels unchanged. Queued back to back (the bench's
-               --timing queued), where the host's part does not count,
-               gray 3x3 stays at 1.46-1.47x NPP: its gap to 1.5x is the
-               kernel's, not the launch's.
+ *               Twenty-first round, the host's part of a launch:
+ *               conv2d_gpu plans every launch, and the plan scanned the
+ *               weights six times (~12 us a 31x31 plan on the development
+ *               machine's CPU) and version 3's searched its strides with
+ *               the bank model; in the bench's timing (each run launched
+ *               on an idle stream) the GPU waited for it: launch calls of
+ *               20-27 us at 31x31 on version 4, 50-130 us on version 3.
+ *               What a plan learns of a mask's weights is now kept per
+ *               host thread for the last two masks (compared by value),
+ *               the strides per arguments: 3.5-10 us a call on version
+ *               4 (the launch itself), gray box31 0.122 -> 0.112 ms,
+ *               gaussian31 0.114 -> 0.100, RGBA box31 0.373 -> 0.364, the
+ *               kernels unchanged. Queued back to back (the bench's
+ *               --timing queued), where the host's part does not count,
+ *               gray 3x3 stays at 1.46-1.48x NPP: its gap to 1.5x is the
+ *               kernel's, not the launch's.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -2959,6 +2959,31 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __gri
 
 /* ---- dispatch ------------------------------------------------------------- */
 
+/* The last N answers of a host-side query (each user keeps one static
+ * thread_local): the first entry a predicate accepts, or the oldest slot
+ * for a new answer. */
+template <class Entry, int N>
+struct conv2d_recent {
+    Entry entries[N];
+    int count = 0, next = 0;
+
+    template <class Match>
+    const Entry *find(Match match) const
+    {
+        for (int i = 0; i < count; i++)
+            if (match(entries[i]))
+                return &entries[i];
+        return nullptr;
+    }
+    Entry &add()
+    {
+        Entry &e = entries[next];
+        next = (next + 1) % N;
+        count = count < N ? count + 1 : N;
+        return e;
+    }
+};
+
 /* The shared-memory opt-in of a kernel that needs more than 48 KB: its
  * limit raised to all that a block of the device may have (less its static
  * shared memory), never to the launch's own bytes. The limit belongs to the
@@ -2972,17 +2997,15 @@ extern "C" cudaError_t conv2d_allow_shared(const void *entry, size_t shared)
         const void *entry;
         int dev;
     };
-    static thread_local raised cache[32];
-    static thread_local int next;
+    static thread_local conv2d_recent<raised, 32> done;
     if (shared <= 48 * 1024)
         return cudaSuccess;
     int dev = 0, optin = 0;
     cudaError_t err = cudaGetDevice(&dev);
     if (err != cudaSuccess)
         return err;
-    for (const raised &r : cache)
-        if (r.entry == entry && r.dev == dev)
-            return cudaSuccess;
+    if (done.find([&](const raised &r) { return r.entry == entry && r.dev == dev; }))
+        return cudaSuccess;
     cudaFuncAttributes fa;
     if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
             cudaSuccess ||
@@ -2990,8 +3013,7 @@ extern "C" cudaError_t conv2d_allow_shared(const void *entry, size_t shared)
         (err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     optin - (int)fa.sharedSizeBytes)) != cudaSuccess)
         return err;
-    cache[next] = raised{entry, dev};
-    next = (next + 1) % 32;
+    done.add() = raised{entry, dev};
     return cudaSuccess;
 }
 
@@ -3510,38 +3532,30 @@ int conv2d_wavefronts(const int *slot, int threads, int cp)
  * the bench (version 2: 5 to 20), since conv2d_gpu plans every launch.
  * Pure functions of their arguments, so their answers are kept per host
  * thread. */
-struct conv2d_stride_memo {
-    int key[16][5], value[16], count = 0, next = 0;
-
-    bool find(const int (&k)[5], int *v) const
-    {
-        for (int i = 0; i < count; i++)
-            if (memcmp(key[i], k, sizeof k) == 0) {
-                *v = value[i];
-                return true;
-            }
-        return false;
-    }
-    int keep(const int (&k)[5], int v)
-    {
-        memcpy(key[next], k, sizeof k);
-        value[next] = v;
-        next = (next + 1) % 16;
-        count = count < 16 ? count + 1 : 16;
-        return v;
-    }
+struct conv2d_stride_answer {
+    int args[5], stride;
 };
+
+template <class Search>
+static int conv2d_kept_stride(conv2d_recent<conv2d_stride_answer, 16> &known, const int (&args)[5],
+                              Search search)
+{
+    if (const conv2d_stride_answer *a = known.find([&](const conv2d_stride_answer &e) {
+            return memcmp(e.args, args, sizeof args) == 0;
+        }))
+        return a->stride;
+    const int stride = search();
+    conv2d_stride_answer &a = known.add();
+    memcpy(a.args, args, sizeof args);
+    a.stride = stride;
+    return stride;
+}
 
 /* A row stride (in slots) >= 'least' for which warp 0's reads are
  * conflict-free (or the least bad): thread t reads slot
  * (t / per_row) * rows_apart * stride + t % per_row. */
-int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
+static int conv2d_search_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
 {
-    static thread_local conv2d_stride_memo known;
-    const int args[5] = {least, per_row, rows_apart, threads, cp};
-    int kept;
-    if (known.find(args, &kept))
-        return kept;
     int best = least, best_cost = 1 << 30;
     const int n = threads < 32 ? threads : 32;
     for (int stride = least; stride < least + 32; stride++) {
@@ -3554,20 +3568,23 @@ int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int c
             best_cost = cost;
         }
     }
-    return known.keep(args, best);
+    return best;
+}
+
+int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
+{
+    static thread_local conv2d_recent<conv2d_stride_answer, 16> known;
+    return conv2d_kept_stride(known, {least, per_row, rows_apart, threads, cp}, [&] {
+        return conv2d_search_row_stride(least, per_row, rows_apart, threads, cp);
+    });
 }
 
 /* Version 3's ring stride: the row pass writes (thread t: row t / per_row,
  * columns 8 (t % per_row) + q, swizzled) and the column pass reads (thread
  * t: row 8 (t / tw), column t % tw, swizzled), both as conflict-free as
  * possible. */
-int conv2d_ring_stride(int tw, int threads, int cp)
+static int conv2d_search_ring_stride(int tw, int threads, int cp)
 {
-    static thread_local conv2d_stride_memo known;
-    const int args[5] = {tw, threads, cp, 0, 0};
-    int kept;
-    if (known.find(args, &kept))
-        return kept;
     const int n = 32 / cp, ln = n == 8 ? 3 : n == 16 ? 4 : 5;
     auto swz = [&](int x) { return x ^ ((x >> ln) & (n - 1)); };
     const int least = (tw + n - 1) / n * n, per_row = tw / 8, warp = threads < 32 ? threads : 32;
@@ -3587,7 +3604,14 @@ int conv2d_ring_stride(int tw, int threads, int cp)
             best_cost = cost;
         }
     }
-    return known.keep(args, best);
+    return best;
+}
+
+int conv2d_ring_stride(int tw, int threads, int cp)
+{
+    static thread_local conv2d_recent<conv2d_stride_answer, 16> known;
+    return conv2d_kept_stride(known, {tw, threads, cp, 0, 0},
+                              [&] { return conv2d_search_ring_stride(tw, threads, cp); });
 }
 
 /* Whether s is an odd integer d, 3 <= |d| < 2^22 (MODE_DIV_ODD) */
@@ -3643,19 +3667,16 @@ struct conv2d_mask_facts {
  * square, host weights given). */
 static const conv2d_mask_facts &conv2d_facts(const conv2d_launch *p)
 {
-    static thread_local conv2d_mask_facts known[2];
-    static thread_local int count, next;
+    static thread_local conv2d_recent<conv2d_mask_facts, 2> known;
     const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height, taps = mw * mh;
     const size_t weight_bytes = (size_t)K * taps * sizeof(float);
-    for (int i = 0; i < count; i++) {
-        const conv2d_mask_facts &f = known[i];
-        if (f.K == K && f.mw == mw && f.mh == mh && memcmp(f.scale, p->scale, K * sizeof(float)) == 0 &&
-            memcmp(f.weights, p->host_weights, weight_bytes) == 0)
-            return f;
-    }
-    conv2d_mask_facts &f = known[next];
-    next = (next + 1) % 2;
-    count = count < 2 ? count + 1 : 2;
+    if (const conv2d_mask_facts *kept = known.find([&](const conv2d_mask_facts &e) {
+            return e.K == K && e.mw == mw && e.mh == mh &&
+                   memcmp(e.scale, p->scale, K * sizeof(float)) == 0 &&
+                   memcmp(e.weights, p->host_weights, weight_bytes) == 0;
+        }))
+        return *kept;
+    conv2d_mask_facts &f = known.add();
     f.K = K;
     f.mw = mw;
     f.mh = mh;
@@ -3686,16 +3707,17 @@ static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
         size_t shared;
         long long blocks;
     };
-    static thread_local known cache[16];
-    static thread_local int next;
+    static thread_local conv2d_recent<known, 16> answers;
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();  /* leave no error for the launch to report */
         return 0;
     }
-    for (const known &k : cache)
-        if (k.entry == pl.v->entry && k.threads == threads && k.dev == dev && k.shared == pl.shared)
-            return k.blocks;
+    if (const known *k = answers.find([&](const known &e) {
+            return e.entry == pl.v->entry && e.threads == threads && e.dev == dev &&
+                   e.shared == pl.shared;
+        }))
+        return k->blocks;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
@@ -3703,8 +3725,7 @@ static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
         cudaGetLastError();
         return 0;
     }
-    cache[next] = known{pl.v->entry, threads, dev, pl.shared, (long long)per_sm * sms};
-    next = (next + 1) % 16;
+    answers.add() = known{pl.v->entry, threads, dev, pl.shared, (long long)per_sm * sms};
     return (long long)per_sm * sms;
 }
 
