@@ -278,6 +278,17 @@
  *               --timing queued), where the host's part does not count,
  *               gray 3x3 stays at 1.46-1.48x NPP: its gap to 1.5x is the
  *               kernel's, not the launch's.
+ *               Twenty-second round: the tensor-core path divided masks
+ *               whose scale is neither a power of two nor prescaled by
+ *               conv2d_value's division, a long loop per output (ncu, gray
+ *               gaussian15, whose scale is 15625: 54.3 M instructions);
+ *               odd scales with outputs in range now take MODE_DIV_ODD's
+ *               FADD and FFMA (36.9 M): gray gaussian15 0.098 -> 0.081 ms,
+ *               RGBA 0.417 -> 0.342 (44% -> 54% of the copy rate). With
+ *               that finish gray box masks of 11x11 to 31x31 run faster
+ *               there than as prefix sums (box15 0.094 -> 0.082 ms, box31
+ *               0.113 -> 0.099; box19 0.099 -> 0.102, the one loss), so
+ *               the plan tries the tensor cores first for them.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -2925,7 +2936,11 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * gray and RGBA: both passes as 8-bit integer products on the tensor cores
  * (conv2d_mma.cuh), the sums exact, then the separable integer path's
  * scaling of the float 2^23 + 2^22 + S: for masks prescaled without an
- * offset one FFMA (and a clamp above unless in range), else conv2d_value.
+ * offset one FFMA (and a clamp above unless in range); for masks divided
+ * by an odd integer d with outputs in range (the bench's gaussian15, whose
+ * scale is 15625, and on gray the box masks, which the plan gives this
+ * path first) MODE_DIV_ODD's FADD and FFMA (S < 2^22: the plan checks
+ * 255 d < 2^22); else conv2d_value.
  * A persistent grid: each block builds its Toeplitz fragments once and walks
  * tiles. */
 template <int C, int CF, int M>
@@ -2941,19 +2956,22 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __gri
     const int pick = h.mode == MODE_PRESCALED_NO_OFFSET + kInRange ? 0
                      : h.mode == MODE_PRESCALED_NO_OFFSET           ? 1
                      : div                                          ? 2
+                     : h.mode == MODE_DIV_ODD + kInRange            ? 4
                                                                     : 3;
-    conv2d_mma_body<C, CF, M>(
-        h, [&](int i) { return __float_as_uint(a.w[i]); }, pick,
-        [&](float t) { return __float_as_uint(__fmaf_rn(t, mul, top)); },
-        [&](float t) { return __float_as_uint(fminf(__fmaf_rn(t, mul, top), kMagic + 255.0f)); },
-        [&](float t) {
-            const float sum[1] = {__fmaf_rn(t, mul, sub)};
-            return __float_as_uint(conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h));
-        },
-        [&](float t) {
-            const float sum[1] = {__fmaf_rn(t, mul, sub)};
-            return __float_as_uint(conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
-        });
+    auto word = [&](int i) { return __float_as_uint(a.w[i]); };
+    auto in_range = [&](float t) { return __float_as_uint(__fmaf_rn(t, mul, top)); };
+    auto clamped = [&](float t) { return __float_as_uint(fminf(__fmaf_rn(t, mul, top), kMagic + 255.0f)); };
+    auto divided = [&](float t) {
+        const float sum[1] = {__fmaf_rn(t, mul, sub)};
+        return __float_as_uint(conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h));
+    };
+    auto any = [&](float t) {
+        const float sum[1] = {__fmaf_rn(t, mul, sub)};
+        return __float_as_uint(conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
+    };
+    /* conv2d_div_odd's finish: t - 2^23 - 2^22 is S exactly */
+    auto odd = [&](float t) { return __float_as_uint(__fmaf_rn(__fadd_rn(t, -12582912.0f), mul, kMagic)); };
+    conv2d_mma_body<C, CF, M>(h, word, pick, in_range, clamped, divided, any, odd);
 }
 }  /* namespace */
 
@@ -3975,16 +3993,19 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * gray, or RGBA with alpha copied or filtered */
         const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
                          conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
-        const bool paths[9] = {box, box, have_factors && conv2d_binomial_column(column, mh),
-                               have_factors && conv2d_ones(column, mh), mma, have_factors,
-                               integer && facts->byte_weights,
-                               integer, true};
-        const int dps[9] = {kBoxScan4, kRunning4, kBinomial4, kBox4, kMma4, kSeparable4, 1, 2, 0};
+        /* gray box masks from 11x11 on: the tensor cores before the prefix
+         * sums (bench/NOTES.md, twenty-second round) */
+        const bool paths[10] = {box && mma && C == 1, box, box,
+                                have_factors && conv2d_binomial_column(column, mh),
+                                have_factors && conv2d_ones(column, mh), mma, have_factors,
+                                integer && facts->byte_weights,
+                                integer, true};
+        const int dps[10] = {kMma4, kBoxScan4, kRunning4, kBinomial4, kBox4, kMma4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < 9 && !pl->v; i++)
+        for (int i = 0; i < 10 && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
                 pl->path = i + 1;
@@ -4132,8 +4153,12 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         h.mode = MODE_DIV_ODD;  /* box3, box5..31: one FFMA per output instead of a division */
     }
     /* the tensor cores' kernels (kModeAny) take the finish without a clamp
-     * from the header */
-    if (mma && h.mode == MODE_PRESCALED_NO_OFFSET && in_range)
+     * from the header, and MODE_DIV_ODD's where the sums stay below 2^22 (at
+     * most 255 d in range) */
+    if (mma && h.mode == MODE_DIV && in_range && K == 1 && p->offset[0] == 0.0f &&
+        conv2d_odd_divisor(p->scale[0]) && 255.0f * fabsf(p->scale[0]) < 4194304.0f)
+        h.mode = MODE_DIV_ODD;
+    if (mma && (h.mode == MODE_PRESCALED_NO_OFFSET || h.mode == MODE_DIV_ODD) && in_range)
         h.mode += kInRange;
 
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;

@@ -75,6 +75,12 @@
  *     consecutive rows. The same in the column pass (stmatrix .x2 of the
  *     output bytes, 3 PRMT where 2 were) was no faster: 1.1% slower to 1.0%
  *     faster by shape.
+ *   6 (twenty-second round, in the bench on an H100, inputs rotated): a
+ *     finisher for odd scales with outputs in range, MODE_DIV_ODD's FADD
+ *     and FFMA instead of conv2d_value's division (ncu, gray 15x15 of
+ *     scale 15625: 54.3 M warp instructions -> 36.9 M, 96 -> 78 us): gray
+ *     15x15 0.098 -> 0.081 ms, RGBA 0.417 -> 0.342; gray box masks of
+ *     11x11 to 31x31 now come here first (box31 0.113 -> 0.099).
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -87,7 +93,8 @@
  * tile's phases are (ncu: issue ~55% busy). */
 
 /* 9x9 keeps the separable integer path (kSeparable4), which this one was
- * not measured against; box masks take their running or prefix sums. */
+ * not measured against; box masks take their running or prefix sums, but
+ * on gray from this size on this path. */
 constexpr int kMmaMinMask = 11;
 constexpr int kMmaBias = 0x4B400000;  /* the float 12582912 = 2^23 + 2^22 */
 

@@ -755,6 +755,9 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
 RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
 RUNNING_WIDE_PATH = "box, running sums, rows in 16-bit lanes, no clamp"  # from 17x17 on
 SCAN_PATH = "box, prefix sums across a warp, no clamp"
+# gray box masks from this size on take the tensor cores before the prefix
+# sums (conv2d.cu's kMmaBoxGray): their odd divisor in one FADD and FFMA
+GRAY_MMA_BOX = 11
 RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
 
 
@@ -806,7 +809,8 @@ def check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border,
 @pytest.mark.parametrize("size", RUNNING_SIZES)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
 def test_cuda_direct_running_box(gf, rng, tmp_path, layout, size, border, width):
-    kind = (SCAN_PATH if size >= (9 if layout == "gray" else 15) else
+    kind = (MMA_PATH if layout == "gray" and size >= GRAY_MMA_BOX else
+            SCAN_PATH if size >= (9 if layout == "gray" else 15) else
             ONES_PATH if layout == "gray" else RUNNING_PATH)
     check_direct_box(gf, rng, tmp_path, layout, size, border, width, kind)
 
@@ -825,6 +829,16 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
     check_direct_box(gf, rng, tmp_path, layout, size, border, DIRECT_WIDTHS[1], kind, tile=tile)
 
 
+# gray box masks from GRAY_MMA_BOX on with a tile the tensor cores cannot
+# run (512 pixels wide: over their 256 bytes), so the prefix sums run them
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("size", [size for size in RUNNING_SIZES if size >= GRAY_MMA_BOX])
+def test_cuda_direct_box_gray_scan_tile(gf, rng, tmp_path, size, border, width):
+    check_direct_box(gf, rng, tmp_path, "gray", size, border, width, SCAN_PATH, tile="512x8")
+
+
 # the prefix sums' walk (conv2d_scan_walk): the strips whose rows all lie
 # inside an aligned image, by warps with no lane off it, take a loop of
 # their own, without the border and the load tiers. The widths give four
@@ -833,7 +847,9 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
 # widths no gray warp does); 300 rows give strips of 8 rows, 33 of them
 # (31x31) to 36 (9x9) inside, which walk down and up in turn (odd ones up);
 # blocks of 8 warps (the automatic tile) and of 2 (gray 64x16, RGBA 16x16:
-# 64 threads). The scale is the count plus 18.
+# 64 threads). Gray box masks from GRAY_MMA_BOX on take the tensor cores at
+# those tiles, so there 8 and 2 warps come from tiles the tensor cores do
+# not run: 512x8 and 128x8. The scale is the count plus 18.
 WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 
 
@@ -843,9 +859,12 @@ WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 @pytest.mark.parametrize("layout, size", [("gray", 9), ("gray", 31), ("rgba", 15), ("rgba", 31),
                                           ("rgba-filter-alpha", 31)])
 def test_cuda_direct_box_walk(gf, rng, tmp_path, layout, size, border, tile):
+    if layout == "gray" and size >= GRAY_MMA_BOX:
+        tile = "512x8" if tile == "auto" else "128x8"
+    else:
+        tile = None if tile == "auto" else "64x16" if layout == "gray" else "16x16"
     check_direct_box(gf, rng, tmp_path, layout, size, border, WALK_WIDTHS[layout], SCAN_PATH,
-                     tile=None if tile == "auto" else "64x16" if layout == "gray" else "16x16",
-                     height=300, scale=size * size + 18)
+                     tile=tile, height=300, scale=size * size + 18)
 
 
 # version 4's tensor-core path: masks of 11x11 to 31x31 that factor as a
@@ -856,8 +875,9 @@ def test_cuda_direct_box_walk(gf, rng, tmp_path, layout, size, border, tile):
 # aligned: every piece of the input gathered byte by byte) and 208 (only
 # the edges); scales a power of two at or above the weights' total
 # (prescaled, in range: one FFMA, no clamp), one below it (the clamp above
-# kept), the first with an offset, and an odd integer (divided); sizes
-# across the row pass's 2 to 5 chunks and the column pass's 1 and 2.
+# kept), the first with an offset, and an odd integer (MODE_DIV_ODD: one
+# FADD and FFMA, no clamp); sizes across the row pass's 2 to 5 chunks and
+# the column pass's 1 and 2.
 # Exactly the CPU's bytes.
 MMA_PATH = "separable integer, tensor cores"
 MMA_SIZES = [11, 13, 17, 19, 31]
@@ -895,7 +915,8 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", MMA_SIZES)
 @pytest.mark.parametrize("layout, scaling", [("gray", "pow2"), ("gray", "odd"), ("gray", "gain"),
-                                             ("rgba", "offset"), ("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
+                                             ("rgba", "offset"), ("rgba", "pow2"), ("rgba", "odd"),
+                                             ("rgba-filter-alpha", "odd")])
 def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width):
     check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
 
