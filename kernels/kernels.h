@@ -50,16 +50,17 @@ typedef struct {
      *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
      *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu):
      *     tile_width a multiple of Q, tile_height of R, at most 256
-     *     threads per block. Its prefix sums of box masks (gray from
-     *     9x9, RGBA from 15x15) take tile_width / (16 / C) x tile_height
-     *     threads, whole warps, each warp a column of output pixels
-     *     whatever the tile; a tile that makes no such block runs the
-     *     older path (running sums on RGBA, the column of ones on gray).
-     *     Its tensor-core path (11x11 to 31x31 masks of a column times a
-     *     row of integers 0..255 whose row sums fit 16 bits, gray and
-     *     RGBA, compute capability 8.0 and up) runs blocks of 256 threads
-     *     over tiles of tile_width * channels = 16 to 256 bytes (a power
-     *     of two) by 16 to 128 rows (a multiple of 16).
+     *     threads per block. Its prefix sums of box masks (gray 9x9,
+     *     and larger at the tiles the tensor cores cannot run; RGBA from
+     *     15x15) take tile_width / (16 / C) x tile_height threads, whole
+     *     warps, each warp a column of output pixels whatever the tile; a
+     *     tile that makes no such block runs the older path (running sums
+     *     on RGBA, the column of ones on gray). Its tensor-core path
+     *     (11x11 to 31x31 masks of a column times a row of integers
+     *     0..255 whose row sums fit 16 bits, gray box masks first among
+     *     them, gray and RGBA, compute capability 8.0 and up) runs blocks
+     *     of 256 threads over tiles of tile_width * channels = 16 to 256
+     *     bytes (a power of two) by 16 to 128 rows (a multiple of 16).
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
