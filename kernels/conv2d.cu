@@ -278,10 +278,10 @@
  *               --timing queued), where the host's part does not count,
  *               gray 3x3 stays at 1.46-1.48x NPP: its gap to 1.5x is the
  *               kernel's, not the launch's.
- *               Twenty-second round: the tensor-core path divided masks
- *               whose scale is neither a power of two nor prescaled by
- *               conv2d_value's division, a long loop per output (ncu, gray
- *               gaussian15, whose scale is 15625: 54.3 M instructions);
+ *               Twenty-second round: the tensor-core path finished every
+ *               mask whose scale is not a power of two with conv2d_value's
+ *               division, a long loop per output (ncu, gray gaussian15,
+ *               whose scale is 15625: 54.3 M instructions);
  *               odd scales with outputs in range now take MODE_DIV_ODD's
  *               FADD and FFMA (36.9 M): gray gaussian15 0.098 -> 0.081 ms,
  *               RGBA 0.417 -> 0.342 (44% -> 54% of the copy rate). With
