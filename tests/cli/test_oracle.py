@@ -755,8 +755,9 @@ def test_cuda_direct_separable_paths(gf, rng, tmp_path, factors, channels, size,
 RUNNING_PATH = "box, running sums in 16-bit lanes, no clamp"
 RUNNING_WIDE_PATH = "box, running sums, rows in 16-bit lanes, no clamp"  # from 17x17 on
 SCAN_PATH = "box, prefix sums across a warp, no clamp"
-# gray box masks from this size on take the tensor cores before the prefix
-# sums (conv2d.cu's kMmaBoxGray): their odd divisor in one FADD and FFMA
+# gray box masks from this size on (the tensor cores' smallest) take the
+# tensor cores before the prefix sums (conv2d_make_plan's path order),
+# their odd divisor in one FADD and FFMA
 GRAY_MMA_BOX = 11
 RUNNING_SIZES = [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
 
