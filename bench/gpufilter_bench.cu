@@ -440,6 +440,15 @@ static double median_of(std::vector<double> v)
 /* --timing queued: an event between each two runs (reps + 1) */
 static std::vector<cudaEvent_t> g_marks;
 
+/* launch(i), its call's own time on the host into *host_us */
+template <class Launch>
+static void launch_timed(Launch launch, int i, const std::string &what, double *host_us)
+{
+    const double t0 = host_now_us();
+    CHECK(launch(i), what);
+    *host_us = host_now_us() - t0;
+}
+
 /* The runs enqueued back to back behind the warm-up, marks[r] and marks[r +
  * 1] around run r: while the host enqueues faster than the device runs,
  * each run starts as the last one ends, and its time is the device's
@@ -456,9 +465,7 @@ static void time_queued(Launch launch, const std::string &what, std::vector<floa
     }
     CHECK(cudaEventRecord(g_marks[0], g_stream), "recording an event");
     for (int r = 0; r < g_opt.reps; r++) {
-        const double t0 = host_now_us();
-        CHECK(launch(g_opt.warmup + r), what);
-        host[r] = host_now_us() - t0;
+        launch_timed(launch, g_opt.warmup + r, what, &host[r]);
         CHECK(cudaEventRecord(g_marks[r + 1], g_stream), "recording an event");
     }
     CHECK(cudaEventSynchronize(g_marks[g_opt.reps]), what);
@@ -484,19 +491,16 @@ static Timing time_runs(Launch launch, const std::string &what)
         CHECK(cudaStreamSynchronize(g_stream), what);
         for (int r = 0; r < g_opt.reps; r++) {
             CHECK(cudaEventRecord(g_start, g_stream), "recording an event");
-            const double t0 = host_now_us();
-            CHECK(launch(g_opt.warmup + r), what);
-            host[r] = host_now_us() - t0;
+            launch_timed(launch, g_opt.warmup + r, what, &host[r]);
             CHECK(cudaEventRecord(g_stop, g_stream), "recording an event");
             CHECK(cudaEventSynchronize(g_stop), what);
             CHECK(cudaEventElapsedTime(&ms[r], g_start, g_stop), "reading an event");
         }
     }
-    std::sort(ms.begin(), ms.end());
     Timing t;
     t.median = median_of(std::vector<double>(ms.begin(), ms.end()));
-    t.min = ms.front();
-    t.max = ms.back();
+    t.min = *std::min_element(ms.begin(), ms.end());
+    t.max = *std::max_element(ms.begin(), ms.end());
     t.host_us = median_of(host);
     return t;
 }

@@ -4149,15 +4149,16 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
                (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4 ||
-                                 pl->v->ws == kBoxScan4))) {
-        h.mode = MODE_DIV_ODD;  /* box3, box5..31: one FFMA per output instead of a division */
+                                 pl->v->ws == kBoxScan4)) ||
+               (mma && in_range && 255.0f * p->scale[0] < 4194304.0f)) {
+        /* box3, box5..31: one FFMA per output instead of a division; on
+         * the tensor cores in range and not prescaled means an odd divisor
+         * d (conv2d_odd_divisor), whose sums (at most 255 d) must stay
+         * below 2^22 */
+        h.mode = MODE_DIV_ODD;
     }
     /* the tensor cores' kernels (kModeAny) take the finish without a clamp
-     * from the header, and MODE_DIV_ODD's where the sums stay below 2^22 (at
-     * most 255 d in range) */
-    if (mma && h.mode == MODE_DIV && in_range && K == 1 && p->offset[0] == 0.0f &&
-        conv2d_odd_divisor(p->scale[0]) && 255.0f * fabsf(p->scale[0]) < 4194304.0f)
-        h.mode = MODE_DIV_ODD;
+     * from the header */
     if (mma && (h.mode == MODE_PRESCALED_NO_OFFSET || h.mode == MODE_DIV_ODD) && in_range)
         h.mode += kInRange;
 
