@@ -359,10 +359,12 @@ static int blocks_per_sm(int version, const conv2d_launch *q)
 }
 
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
- * direct version: the widest Wx64 it runs with 256 threads on the first
- * arithmetic path that such a tile runs, conv2d_path_rank, as the tool's
- * automatic tile keeps to it, among those of the most blocks an SM: the
- * tensor-core path's shared memory grows with the tile). */
+ * direct version: the widest Wx64 it runs on the first arithmetic path that
+ * such a tile runs, conv2d_path_rank, as the tool's automatic tile keeps to
+ * it, with the most threads (256 but for the gray row streams, whose 3x3
+ * kernels run 16 x 4 threads at 256x64, 32 x 4 at 512x64), among those of
+ * the most blocks an SM: the tensor-core path's shared memory grows with
+ * the tile). */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;
@@ -371,16 +373,20 @@ static void tile_of(int version, conv2d_launch *q)
         q->tile_width = g_opt.version_tile[2 * version];
         q->tile_height = g_opt.version_tile[2 * version + 1];
     } else if (version == 4 && !g_opt.tile_given) {
-        int best = 0, best_rank = 0, best_blocks = 0;
+        int best = 0, best_rank = 0, best_threads = 0, best_blocks = 0;
         for (int w = 512; w >= 8; w /= 2) {
             q->tile_width = w;
             q->tile_height = 64;
-            if (!conv2d_supports(version, q) || conv2d_block_threads(version, q) != 256)
+            const int threads = conv2d_supports(version, q) ? conv2d_block_threads(version, q) : 0;
+            if (threads < 64 || threads > 256)
                 continue;
             const int rank = conv2d_path_rank(version, q), blocks = blocks_per_sm(version, q);
-            if (best == 0 || rank < best_rank || (rank == best_rank && blocks > best_blocks)) {
+            if (best == 0 || rank < best_rank ||
+                (rank == best_rank && (threads > best_threads ||
+                                       (threads == best_threads && blocks > best_blocks)))) {
                 best = w;
                 best_rank = rank;
+                best_threads = threads;
                 best_blocks = blocks;
             }
         }

@@ -289,6 +289,21 @@
  *               there than as prefix sums (box15 0.094 -> 0.082 ms, box31
  *               0.113 -> 0.099; box19 0.099 -> 0.102, the one loss), so
  *               the plan tries the tensor cores first for them.
+ *               Twenty-third round, row streams (conv2d_stream.cuh): 3x3
+ *               masks of a column times a row of small integers in range
+ *               (gaussian3, box3) on gray and RGBA rows of whole 16-byte
+ *               words. Each thread owns 16 bytes of a row and walks 16 rows
+ *               of them, one 16-byte load and store a row as in a copy,
+ *               its neighbours' bytes by shuffles, both passes in 16-bit
+ *               lanes (IADD, or IMAD for other weights) and an exact
+ *               integer rounding (a shift, or a multiply-high by the odd
+ *               divisor's reciprocal); bands of 16 rows walk down and up
+ *               in turn so that shared halo rows are read close together.
+ *               A first version mapped every row through gf_border_index
+ *               in the loop: 8% slower; the rows past the image are now
+ *               mapped once. H100, bench: gray gaussian3 0.0669 ->
+ *               0.0577 ms (79% -> 90% of the copy, 1.65x NPP), box3 1.67x;
+ *               RGBA gaussian3 0.212 -> 0.201 (91%, 2.88x NPP).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -392,6 +407,14 @@
  *              ~20 M mma for RGBA 31x31, a tenth of the tensor cores'
  *              rate. Not memory-bound: issue and the latency between
  *              the phases of a tile, 40-52% of the H100's copy rate.
+ *     version 4's row streams, per 16 bytes of a row: one 16-byte load
+ *              and store, 2 shuffles, 8 PRMT to unpack, 2-3 integer ops
+ *              per 32-bit register a pass (gray: 10 and 8 registers;
+ *              RGBA 12 and 8), 4-7 to round a register, 4 PRMT to pack:
+ *              ~100 instructions, ~6 a gray pixel and ~25 an RGBA one,
+ *              under the copy's time at the H100's issue rate; 1 + 2/16
+ *              rows read per row written (halo rows, mostly from L2).
+ *              Memory-bound: the copy rate is its budget.
  *     separable w x h: 3 (w + h) FFMA + ((w + 7) + (h + 7)) / 8 LDS.128 +
  *              ~50 (staging, ring stores, loop exits, finish); shared
  *              traffic 32 + 2 ((w + 7) + (h + 7)) B/px. 5x5: ~75
@@ -2973,6 +2996,10 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __gri
     auto odd = [&](float t) { return __float_as_uint(__fmaf_rn(__fadd_rn(t, -12582912.0f), mul, kMagic)); };
     conv2d_mma_body<C, CF, M>(h, word, pick, in_range, clamped, divided, any, odd);
 }
+
+/* ---- version 4, 3x3 masks of a column times a row as row streams (kStream4) -- */
+
+#include "conv2d_stream.cuh"
 }  /* namespace */
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -3137,6 +3164,15 @@ static cudaError_t conv2d_run_mma4(const conv2d_plan &pl, cudaStream_t stream)
     return conv2d_start(conv2d_mma_kernel4<C, CF, M>, pl.grid, pl.block, pl.shared, stream, args);
 }
 
+template <int C, int CF, int MODE4, int SHAPE>
+static cudaError_t conv2d_run_stream4(const conv2d_plan &pl, cudaStream_t stream)
+{
+    fast_args<16> args;
+    conv2d_fill(args, pl);
+    return conv2d_start(conv2d_stream_kernel4<C, CF, MODE4, SHAPE>, pl.grid, pl.block, pl.shared, stream,
+                        args);
+}
+
 template <int C, int CF, bool WS>
 static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
 {
@@ -3209,6 +3245,19 @@ static cudaError_t conv2d_run3(const conv2d_plan &pl, cudaStream_t stream)
     {4, C, CF, 1, M, M, 1, 1, kMma4, 0u, (const void *)conv2d_mma_kernel4<C, CF, M>,          \
      conv2d_run_mma4<C, CF, M>, kModeAny}
 #define CONV2D_V4MMA(M) CONV2D_V4MMA1(1, 1, M), CONV2D_V4MMA1(4, 3, M), CONV2D_V4MMA1(4, 4, M)
+/* 3x3 masks of a column times a row of small integers as row streams,
+ * outputs in range: gray, RGBA with alpha copied and filtered; 16 bytes a
+ * thread, kStreamRows4 rows; gaussian3's shape prescaled, box3's over an
+ * odd integer, and any shape either way */
+#define CONV2D_V4STREAM1(C, CF, MODE4, SHAPE)                                                  \
+    {4, C, CF, 1, 3, 3, kStreamRows4, 16 / C, kStream4 + SHAPE, 0u,                            \
+     (const void *)conv2d_stream_kernel4<C, CF, MODE4, SHAPE>,                                 \
+     conv2d_run_stream4<C, CF, MODE4, SHAPE>, MODE4}
+#define CONV2D_V4STREAM(C, CF)                                                                 \
+    CONV2D_V4STREAM1(C, CF, MODE_PRESCALED_NO_OFFSET + kInRange, kStreamBinomial),             \
+    CONV2D_V4STREAM1(C, CF, MODE_DIV_ODD + kInRange, kStreamOnes),                             \
+    CONV2D_V4STREAM1(C, CF, MODE_PRESCALED_NO_OFFSET + kInRange, kStreamAny),                  \
+    CONV2D_V4STREAM1(C, CF, MODE_DIV_ODD + kInRange, kStreamAny)
 /* M x M masks on the separable integer path in any scaling mode: gray, 4
  * pixels a thread, and RGBA, one pixel (M rows of accumulators) */
 #define CONV2D_V4SEP(M)                                                                       \
@@ -3277,6 +3326,8 @@ const conv2d_variant conv2d_variants[] = {
     CONV2D_V4MMA(11), CONV2D_V4MMA(13), CONV2D_V4MMA(15), CONV2D_V4MMA(17), CONV2D_V4MMA(19),
     CONV2D_V4MMA(21), CONV2D_V4MMA(23), CONV2D_V4MMA(25), CONV2D_V4MMA(27), CONV2D_V4MMA(29),
     CONV2D_V4MMA(31),
+    /* 3x3 of a column times a row of small integers: row streams */
+    CONV2D_V4STREAM(1, 1), CONV2D_V4STREAM(4, 3), CONV2D_V4STREAM(4, 4),
     /* the Sobel, Prewitt and Scharr pairs on RGBA: 16-bit lanes */
     CONV2D_V4G(4, 3, 0), CONV2D_V4G(4, 3, 1), CONV2D_V4G(4, 3, 2),
     CONV2D_V4G(4, 4, 0), CONV2D_V4G(4, 4, 1), CONV2D_V4G(4, 4, 2),
@@ -3929,6 +3980,73 @@ static bool conv2d_mma_grid(const conv2d_launch *p, conv2d_plan *pl, int threads
     return tiles <= 0x7FFFFFFF;
 }
 
+/* Whether version 4's path dp is one of the row streams' kernels. */
+static bool conv2d_stream4(int dp)
+{
+    return dp >= kStream4 && dp < kStream4 + kStreamShapes;
+}
+
+/* Whether a 3x3 mask that factors, in range, suits the row streams
+ * (kStream4): a column and a row of integers 0..255 whose products' sums
+ * stay in 16-bit lanes (255 * sum(column) * sum(row) < 2^16), scaled by a
+ * power of two up to 2^8 (quick: prescaled, no offset) or by an odd integer
+ * below 2^15 (odd, no offset), gray or RGBA rows of whole 16-byte words
+ * from 16-byte aligned buffers (conv2d_stream.cuh). */
+static bool conv2d_stream_fits(const conv2d_launch *p, const conv2d_mask_facts *facts, bool quick,
+                               bool odd)
+{
+    double rows = 0.0, columns = 0.0;
+    for (int i = 0; i < 3; i++) {
+        if (!(facts->row[i] >= 0.0f && facts->row[i] <= 255.0f && facts->column[i] >= 0.0f &&
+              facts->column[i] <= 255.0f))
+            return false;
+        rows += facts->row[i];
+        columns += facts->column[i];
+    }
+    const float s = p->scale[0];
+    const bool scale = (quick && s >= 1.0f && s <= 256.0f) || (odd && s < 32768.0f);
+    return scale && 255.0 * rows * columns < 65536.0 && (p->channels == 1 || p->channels == 4) &&
+           (size_t)p->width * p->channels % 16 == 0 &&
+           (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
+}
+
+/* The tiles kStream4 takes: groups of 8, 16 or 32 lanes across, or whole
+ * warps (tile_width * C / 16 threads, a power of two from 8), each lane
+ * kStreamRows4 rows: tile_height a multiple of them. */
+static bool conv2d_stream_tile(int C, int TW, int TH)
+{
+    const int lanes = TW * C / 16;
+    return TW * C % 16 == 0 && lanes >= 8 && (lanes & (lanes - 1)) == 0 && TH >= kStreamRows4 &&
+           TH % kStreamRows4 == 0;
+}
+
+/* kStream4's parameters: the column's weights, the row's (words 0..5),
+ * then the rounding's: a scale 2^k its shift k, the bias 2^(k-1) - 1 and
+ * bit k of each lane (none for k = 0); an odd scale d the multiplier
+ * ceil(2^32 / d) and (d - 1) / 2 (conv2d_stream_round4). */
+static int conv2d_pack_stream(const float *row, const float *column, float scale, float *out)
+{
+    unsigned words[16] = {0};
+    for (int i = 0; i < 3; i++) {
+        words[i] = (unsigned)column[i];
+        words[3 + i] = (unsigned)row[i];
+    }
+    const unsigned d = (unsigned)scale;
+    if (conv2d_power_of_two(scale)) {
+        int k = 0;
+        while ((1u << k) < d)
+            k++;
+        words[6] = (unsigned)k;
+        words[7] = k ? ((1u << (k - 1)) - 1u) * 0x10001u : 0u;
+        words[8] = k ? 0x10001u : 0u;
+    } else {
+        words[6] = (unsigned)((0x100000000ULL + d - 1) / d);
+        words[7] = (d - 1) / 2;
+    }
+    memcpy(out, words, sizeof words);
+    return 16;
+}
+
 /* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
  * 'full' also the header, weights and grid. False when the version cannot
  * run it. */
@@ -3993,19 +4111,31 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * gray, or RGBA with alpha copied or filtered */
         const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
                          conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
+        /* 3x3 masks of a column times a row in range, rows of whole 16-byte
+         * words: the row streams (bench/NOTES.md, twenty-third round) */
+        const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
+                            facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
+        const float binomial3[3] = {1.0f, 2.0f, 1.0f};
+        const bool stream_binomial = stream && memcmp(facts->row, binomial3, sizeof binomial3) == 0 &&
+                                     memcmp(facts->column, binomial3, sizeof binomial3) == 0;
+        const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
         /* gray box masks from 11x11 on: the tensor cores before the prefix
          * sums (bench/NOTES.md, twenty-second round) */
-        const bool paths[10] = {box && mma && C == 1, box, box,
-                                have_factors && conv2d_binomial_column(column, mh),
-                                have_factors && conv2d_ones(column, mh), mma, have_factors,
-                                integer && facts->byte_weights,
-                                integer, true};
-        const int dps[10] = {kMma4, kBoxScan4, kRunning4, kBinomial4, kBox4, kMma4, kSeparable4, 1, 2, 0};
+        constexpr int kPaths = 13;
+        const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
+                                    box && mma && C == 1, box, box,
+                                    have_factors && conv2d_binomial_column(column, mh),
+                                    have_factors && conv2d_ones(column, mh), mma, have_factors,
+                                    integer && facts->byte_weights,
+                                    integer, true};
+        const int dps[kPaths] = {kStream4 + kStreamBinomial, kStream4 + kStreamOnes,
+                                 kStream4 + kStreamAny, kMma4, kBoxScan4, kRunning4, kBinomial4,
+                                 kBox4, kMma4, kSeparable4, 1, 2, 0};
         const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
         pl->v = gradient < 0 ? NULL
                              : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
                                            MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < 10 && !pl->v; i++)
+        for (int i = 0; i < kPaths && !pl->v; i++)
             for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
                 pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
                 pl->path = i + 1;
@@ -4013,6 +4143,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
                     pl->v = NULL;  /* not blocks of whole warps: the paths below */
                 if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
                     pl->v = NULL;  /* not a tile of its: the paths below */
+                if (pl->v && conv2d_stream4(dps[i]) && !conv2d_stream_tile(C, TW, TH))
+                    pl->v = NULL;  /* not groups of 8, 16 or 32 lanes: the paths below */
             }
         if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
             return false;
@@ -4054,7 +4186,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.lq = (L + Q - 1) / Q;
     if (mma) {
         pl->shared = conv2d_mma_shared(C, mw, TW, TH);
-    } else if (version == 4 && pl->v->ws == kBoxScan4) {  /* registers and shuffles only */
+    } else if (version == 4 && (pl->v->ws == kBoxScan4 || conv2d_stream4(pl->v->ws))) {
+        /* registers and shuffles only */
         pl->shared = 0;
     } else if (version == 4) {  /* each thread's ring of rows */
         pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
@@ -4118,6 +4251,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     if (version == 4 && pl->v->ws) {
         prescale = facts->prescalable;
         pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
+                 : conv2d_stream4(pl->v->ws) ? conv2d_pack_stream(facts->row, facts->column, p->scale[0], pl->w)
                  : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
                                                 : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
@@ -4167,6 +4301,12 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         return conv2d_scan_grid4(p, pl, threads);
     if (mma)
         return conv2d_mma_grid(p, pl, threads);
+    if (version == 4 && conv2d_stream4(pl->v->ws)) {  /* a tile a block */
+        h.steps = 1;
+        h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+        pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
+        return grid_x <= 0x7FFFFFFF && tiles_y <= 65535;
+    }
     if (version == 4)
         return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
     /* a block walks down ~256 rows, unless that leaves too few blocks */
@@ -4209,7 +4349,7 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
     if (!conv2d_make_plan(4, p, &pl, false))
         return 0;
     return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 || pl.v->ws == kBoxScan4 ||
-                   pl.v->ws == kMma4
+                   pl.v->ws == kMma4 || conv2d_stream4(pl.v->ws)
                ? CONV2D_SEPARABLE_INTEGER
            : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
                                         : pl.v->ws;
@@ -4229,6 +4369,10 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case kBox4:        return "separable integer, column of ones, no clamp";
     case kBoxScan4:    return "box, prefix sums across a warp, no clamp";
     case kMma4:        return "separable integer, tensor cores";
+    case kStream4 + kStreamBinomial:
+    case kStream4 + kStreamOnes:
+    case kStream4 + kStreamAny:
+        return "separable integer, row streams in 16-bit lanes, no clamp";
     case kRunning4:
         return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
                              : "box, running sums in 16-bit lanes, no clamp";

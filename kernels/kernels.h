@@ -61,6 +61,14 @@ typedef struct {
      *     them, gray and RGBA, compute capability 8.0 and up) runs blocks
      *     of 256 threads over tiles of tile_width * channels = 16 to 256
      *     bytes (a power of two) by 16 to 128 rows (a multiple of 16).
+     *     Its row streams (3x3 masks of a column times a row of integers
+     *     0..255 whose sums fit 16 bits, in range, over a power of two up
+     *     to 256 or an odd integer below 32768: gaussian3, box3; gray and
+     *     RGBA rows of whole 16-byte words in 16-byte aligned buffers) take
+     *     (tile_width * channels / 16) x (tile_height / 16) threads, each
+     *     16 bytes of 16 rows: tile_width * channels / 16 a power of two
+     *     from 8, tile_height a multiple of 16; other tiles run the paths
+     *     after it.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -97,8 +105,9 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
  * binomial and box kernels included, the running sums and prefix sums of
- * box masks, to 31x31, and the tensor cores' for 11x11 to 31x31 masks of a
- * column times a row of 0..255), CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
+ * box masks, to 31x31, the tensor cores' for 11x11 to 31x31 masks of a
+ * column times a row of 0..255, and the row streams of 3x3 ones),
+ * CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
  * Scharr pairs on RGBA (16-bit lanes); 0 for its float path or a launch it
  * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
@@ -109,8 +118,8 @@ int conv2d_direct_integer(const conv2d_launch *p);
  * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
  * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp"),
  * "box, prefix sums across a warp, no clamp", "separable integer, tensor
- * cores" or "gradient pair, 16-bit lanes"; NULL when it cannot run the
- * launch. */
+ * cores", "separable integer, row streams in 16-bit lanes, no clamp" or
+ * "gradient pair, 16-bit lanes"; NULL when it cannot run the launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
 /* Where the arithmetic path of this launch (a tile of version 4) comes in
  * the order the direct version tries them, 0 the first (the gradient

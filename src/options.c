@@ -277,8 +277,11 @@ static int parse_devices(const char *s, gf_job *j)
     return j->device_count > 0 && !strstr(s, ",,") ? 0 : -1;
 }
 
-/* Versions 2 and 3 compute up to 16 pixels per thread, 256 threads a block. */
-#define GF_TILE_MAX_PIXELS 4096
+/* The largest tile any kernel version takes: version 4's row streams at
+ * 512x64 (gray: 32 x 4 threads of 16 pixels by 16 rows; the sweep's widest
+ * and tallest). Versions 2 and 3 compute up to 16 pixels per thread, 256
+ * threads a block; each version checks its own tiles when it runs. */
+#define GF_TILE_MAX_PIXELS 32768  /* the usage message below names it */
 
 /* A positive size in bytes with an optional K, M or G suffix (powers of 1024). */
 static int parse_bytes(const char *s, size_t *out)
@@ -407,7 +410,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
              * below for the version chosen); the device's own limits (shared
              * memory) are checked when the tile is launched */
             if (j->backend_options.tile_width * j->backend_options.tile_height > GF_TILE_MAX_PIXELS)
-                return usage_error("tile %s cannot launch: over 4096 output pixels per block, "
+                return usage_error("tile %s cannot launch: over 32768 output pixels per block, "
                                    "the largest any kernel version takes", optarg);
             tile_text = optarg;
             break;

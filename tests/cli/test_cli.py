@@ -332,10 +332,11 @@ def test_error(gf, rng, tmp_path, case, existing):
 
 @pytest.mark.parametrize("tile,kernel,limit", [("2048x1", "tiled", "1024 threads"),
                                                ("32x33", "naive", "1024 threads"),
-                                               ("8192x1", "auto", "4096 output pixels")])
+                                               ("32768x2", "auto", "32768 output pixels")])
 def test_tile_limit_message(gf, rng, tmp_path, tile, kernel, limit):
     """A tile over the limit of the kernel version (one thread per pixel for
-    naive and tiled; 4096 pixels of 256 threads for the others) is refused
+    naive and tiled; 32768 pixels for the others: the gray row streams at
+    512x64) is refused
     as bad usage on any backend, whatever the order of the options."""
     src = write_png(tmp_path / "in.png", random_image(rng, 8, 8, 1))
     for args in (["--tile", tile, "--kernel", kernel], ["--kernel", kernel, "--tile", tile]):

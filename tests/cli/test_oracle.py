@@ -959,6 +959,102 @@ def test_cuda_direct_mma_tiles(gf, rng, tmp_path, layout, tile):
     check_direct_mma(gf, rng, tmp_path, layout, 31, "reflect", DIRECT_WIDTHS[1], "pow2", tile=tile)
 
 
+# version 4's row streams (conv2d_stream.cuh): 3x3 masks of a column times
+# a row of integers 0..255 whose products' sums fit 16-bit lanes, in range,
+# over a power of two up to 2^8 or an odd integer below 2^15, on gray and
+# RGBA rows of whole 16-byte words. Each mask: column, row, scale; the
+# built-in gaussian3 and box3, asymmetric weights (the bands walking up take
+# the column reversed), the shift of 0 and of 8, odd scales, and the largest
+# sum a lane holds (255 * 257).
+STREAM_PATH = "separable integer, row streams in 16-bit lanes, no clamp"
+STREAM_MASKS = {
+    "gaussian3": ([1, 2, 1], [1, 2, 1], 16),
+    "box3": ([1, 1, 1], [1, 1, 1], 9),
+    "asymmetric": ([1, 2, 3], [3, 1, 0], 32),
+    "centre-over-1": ([0, 1, 0], [0, 1, 0], 1),
+    "over-256": ([1, 6, 1], [1, 30, 1], 256),
+    "odd-13": ([3, 1, 0], [1, 1, 1], 13),
+    "lane-full-257": ([0, 1, 0], [100, 57, 100], 257),
+}
+# widths of 33 and 65 words (the last group of lanes mostly past the
+# image), heights across bands of 16 rows (one row; a band and a row; a
+# band walking up cut short)
+STREAM_SIZES = {"gray": [(528, 50), (1040, 17), (16, 1)], "rgba": [(132, 50), (260, 17), (4, 1)]}
+
+
+def stream_mask(tmp_path, name):
+    column, row, scale = STREAM_MASKS[name]
+    text = format_matrix(np.outer(column, row), scale)
+    path = tmp_path / f"{name}.mask"
+    path.write_text(text)
+    return path, text
+
+
+def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
+    channels = 1 if layout == "gray" else 4
+    width, height = size
+    img = random_image(rng, width, height, channels)
+    img[:9, :9] = 255  # the largest sums
+    img[-5:, -7:] = 0
+    path, text = stream_mask(tmp_path, name)
+    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, STREAM_PATH,
+                        "row streams", list(args))
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("name", STREAM_MASKS)
+@pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
+def test_cuda_direct_stream(gf, rng, tmp_path, layout, name, border):
+    check_direct_stream(gf, rng, tmp_path, layout, name, border,
+                        STREAM_SIZES["gray" if layout == "gray" else "rgba"][0])
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("border", ["reflect", "wrap"])
+@pytest.mark.parametrize("index", [1, 2])
+@pytest.mark.parametrize("name", ["asymmetric", "box3"])
+@pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
+def test_cuda_direct_stream_sizes(gf, rng, tmp_path, layout, name, index, border):
+    check_direct_stream(gf, rng, tmp_path, layout, name, border,
+                        STREAM_SIZES["gray" if layout == "gray" else "rgba"][index])
+
+
+# its tiles: groups of 8, 16 and 32 lanes, whole warps side by side, and 1
+# to 4 bands a block
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("layout, tile", [("gray", "128x16"), ("gray", "256x64"), ("gray", "512x16"),
+                                          ("gray", "512x64"), ("gray", "1024x32"),
+                                          ("rgba", "32x16"), ("rgba", "64x32"), ("rgba", "128x64"),
+                                          ("rgba", "256x64"), ("rgba", "512x32")])
+def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile):
+    size = STREAM_SIZES[layout][0]
+    check_direct_stream(gf, rng, tmp_path, layout, "asymmetric", "mirror", (size[0], 83),
+                        ["--tile", tile])
+
+
+# masks and images it does not take go to the paths before it: rows not of
+# whole 16-byte words, an even scale not a power of two, a sum past 16-bit
+# lanes, a negative weight, a tile of fewer than 8 lanes or not of whole
+# bands
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("case, width, weights, scale, tile, kind", [
+    ("width", 530, ([1, 2, 1], [1, 2, 1]), 16, None, "DP4A, no clamp"),
+    ("even-scale", 528, ([1, 1, 1], [1, 1, 1]), 10, None, "DP4A"),
+    ("lane-past-16-bits", 528, ([0, 1, 0], [100, 58, 100]), 259, None, "DP4A, no clamp"),
+    ("negative", 528, ([1, 2, 1], [-1, 0, 1]), 4, None, "DP4A"),
+    ("narrow-tile", 528, ([1, 2, 1], [1, 2, 1]), 16, "64x16", "DP4A, no clamp"),
+    ("short-tile", 528, ([1, 2, 1], [1, 2, 1]), 16, "256x8", "DP4A, no clamp"),
+])
+def test_cuda_direct_stream_not_taken(gf, rng, tmp_path, case, width, weights, scale, tile, kind):
+    text = format_matrix(np.outer(*weights), scale)
+    path = tmp_path / f"{case}.mask"
+    path.write_text(text)
+    img = random_image(rng, width, 40, 1)
+    check_direct_layout(gf, tmp_path, img, 1, path, text, "gray", "nearest", kind, case,
+                        ["--tile", tile] if tile else [])
+
+
 # --tile sweep: every candidate tile timed or named as one that cannot
 # launch, the automatic one marked (the tile -v reports for the same run),
 # and the closing line's best the fastest row; --csv the same rows
@@ -1223,8 +1319,9 @@ def test_cuda_direct_auto_tile_full_blocks(gf, rng, tmp_path, mask):
     """--tile auto gives the direct kernel its blocks of 256 threads, even
     where a kernel under its register cap reports a higher occupancy for
     smaller blocks (the gray 3x3 no-clamp kernels: 128 threads ran ~14%
-    slower)."""
-    src = write_png(tmp_path / "in.png", random_image(rng, 512, 256, 1))
+    slower). Rows of 504 bytes: not whole 16-byte words, so gaussian3 and
+    box3 stay off the row streams."""
+    src = write_png(tmp_path / "in.png", random_image(rng, 504, 256, 1))
     r = gf.run("--backend", "cuda", "-v", "-m", mask, "--kernel", "direct", src,
                tmp_path / "out.png").ok()
     assert "block 256 threads" in r.err, r.describe()
