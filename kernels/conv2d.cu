@@ -4115,9 +4115,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
          * words: the row streams (bench/NOTES.md, twenty-third round) */
         const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
                             facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
-        const float binomial3[3] = {1.0f, 2.0f, 1.0f};
-        const bool stream_binomial = stream && memcmp(facts->row, binomial3, sizeof binomial3) == 0 &&
-                                     memcmp(facts->column, binomial3, sizeof binomial3) == 0;
+        const bool stream_binomial = stream && conv2d_binomial_column(facts->row, 3) &&
+                                     conv2d_binomial_column(facts->column, 3);
         const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
         /* gray box masks from 11x11 on: the tensor cores before the prefix
          * sums (bench/NOTES.md, twenty-second round) */
