@@ -281,8 +281,8 @@ def setup_case(case, tmp_path, rng):
     return args, rc, tokens, out, stdin
 
 
-BAD_OPTIONS = ["--border=foo", "-b=", "--tile=0x8", "--tile=abc", "--tile=8192x1",
-               "--tile=32x", "--tile=x8", "--tile=-4x8", "--tile=65x64", "--quality=0",
+BAD_OPTIONS = ["--border=foo", "-b=", "--tile=0x8", "--tile=abc", "--tile=32769x1",
+               "--tile=32x", "--tile=x8", "--tile=-4x8", "--tile=513x64", "--quality=0",
                "--quality=101", "-q=abc", "--quality=9.5", "--backend=gpu", "--format=gif",
                "-f=webp", "--kernel=fast", "--gpu-memory=0", "--gpu-memory=12Q",
                "--gpu-memory=-1M", "--gpu-memory=99999999999999999999", "--devices=",
