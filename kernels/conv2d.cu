@@ -304,6 +304,17 @@
  *               mapped once. H100, bench: gray gaussian3 0.0669 ->
  *               0.0577 ms (79% -> 90% of the copy, 1.65x NPP), box3 1.67x;
  *               RGBA gaussian3 0.212 -> 0.201 (91%, 2.88x NPP).
+ *               Twenty-fourth round: each batch of two rows a stream
+ *               loads also prefetches the next batch's first row into L2
+ *               (prefetch.global.L2): a third row in flight a thread
+ *               without a register. In a standalone side-by-side run
+ *               (H100, 8192x8192, the streams' kernel itself): RGBA
+ *               gaussian3 at 256x64 0.2004 -> 0.1958 ms (92.3% -> 94.5%
+ *               of the copy), gray at 512x16 0.0562 -> 0.0560; prefetching
+ *               2 to 8 rows further ran slower (79-94%), so did the edge
+ *               words' prefetch (93.5%). The same kernel without its edge
+ *               words (wrong outputs) ran at 96.0%, a copy kernel of the
+ *               streams' shape (16 bytes a thread, 16 rows) at 95.4%.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or

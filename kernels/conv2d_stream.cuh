@@ -15,6 +15,10 @@
  * group's edge lanes loading one pixel more. Bands walk down and up in
  * turn, so that the halo rows two bands share are read by both at about
  * the same time (L2 hits, as the prefix sums' strips, nineteenth round).
+ * Each batch of kStreamAhead4 rows loaded also prefetches the next batch's
+ * first row into L2: the registers hold two rows ahead (64 a thread, four
+ * blocks of 256 an SM; a third row spilled), the prefetch puts a third in
+ * flight without one (twenty-fourth round).
  *
  * Arithmetic: bytes unpacked into 16-bit lanes of 32-bit registers (PRMT:
  * gray pixels 4k, 4k+2 and 4k+1, 4k+3; RGBA channels R, B and G, A), the
@@ -241,6 +245,13 @@ __global__ void __launch_bounds__(kMaxThreads, 4) conv2d_stream_kernel4(const __
     const ptrdiff_t step = up ? -(ptrdiff_t)pitch : (ptrdiff_t)pitch;
     for (int i = 0; i < steps; i += kStreamAhead4) {
         stream_row4 next[kStreamAhead4];
+        /* the next batch's first row into L2 now: one row more in flight a
+         * thread, without a register (bench/NOTES.md, twenty-fourth round) */
+        if (i + 1 + kStreamAhead4 <= steps) {
+            const unsigned char *p = row_at(i + 1 + kStreamAhead4);
+            if (p)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + xl));
+        }
 #pragma unroll
         for (int j = 0; j < kStreamAhead4; j++)
             next[j] = conv2d_stream_load4<C>(row_at(i + 1 + j), xl, left_at, right_at, seg);
