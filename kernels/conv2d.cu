@@ -3912,18 +3912,28 @@ static bool conv2d_scan_grid4(const conv2d_launch *p, conv2d_plan *pl, int threa
     return (warps + per_block - 1) / per_block <= 0x7FFFFFFF;
 }
 
+/* Whether a factored mask's row and column of m weights are both in
+ * 0..255 (the factors are integers already), with their sums. */
+static bool conv2d_byte_factors(const float *row, const float *column, int m, double *row_sum,
+                                double *column_sum)
+{
+    *row_sum = *column_sum = 0.0;
+    for (int i = 0; i < m; i++) {
+        if (!(row[i] >= 0.0f && row[i] <= 255.0f && column[i] >= 0.0f && column[i] <= 255.0f))
+            return false;
+        *row_sum += row[i];
+        *column_sum += column[i];
+    }
+    return true;
+}
+
 /* Whether a factored mask suits the tensor cores (kMma4): the row and the
  * column of integers 0..255, the row's sums (255 times the row's weights)
  * in 16 bits. */
 static bool conv2d_mma_weights(const float *row, const float *column, int m)
 {
-    double total = 0.0;
-    for (int i = 0; i < m; i++) {
-        if (!(row[i] >= 0.0f && row[i] <= 255.0f && column[i] >= 0.0f && column[i] <= 255.0f))
-            return false;
-        total += row[i];
-    }
-    return 255.0 * total <= 65535.0;
+    double rows = 0.0, columns = 0.0;
+    return conv2d_byte_factors(row, column, m, &rows, &columns) && 255.0 * rows <= 65535.0;
 }
 
 /* Whether the path's kernels run on the current device with the 8-bit
@@ -4007,13 +4017,8 @@ static bool conv2d_stream_fits(const conv2d_launch *p, const conv2d_mask_facts *
                                bool odd)
 {
     double rows = 0.0, columns = 0.0;
-    for (int i = 0; i < 3; i++) {
-        if (!(facts->row[i] >= 0.0f && facts->row[i] <= 255.0f && facts->column[i] >= 0.0f &&
-              facts->column[i] <= 255.0f))
-            return false;
-        rows += facts->row[i];
-        columns += facts->column[i];
-    }
+    if (!conv2d_byte_factors(facts->row, facts->column, 3, &rows, &columns))
+        return false;
     const float s = p->scale[0];
     const bool scale = (quick && s >= 1.0f && s <= 256.0f) || (odd && s < 32768.0f);
     return scale && 255.0 * rows * columns < 65536.0 && (p->channels == 1 || p->channels == 4) &&
@@ -4044,9 +4049,7 @@ static int conv2d_pack_stream(const float *row, const float *column, float scale
     }
     const unsigned d = (unsigned)scale;
     if (conv2d_power_of_two(scale)) {
-        int k = 0;
-        while ((1u << k) < d)
-            k++;
+        const int k = log2_of((int)d);
         words[6] = (unsigned)k;
         words[7] = k ? ((1u << (k - 1)) - 1u) * 0x10001u : 0u;
         words[8] = k ? 0x10001u : 0u;

@@ -982,8 +982,8 @@ STREAM_MASKS = {
 STREAM_SIZES = {"gray": [(528, 50), (1040, 17), (16, 1)], "rgba": [(132, 50), (260, 17), (4, 1)]}
 
 
-def stream_mask(tmp_path, name):
-    column, row, scale = STREAM_MASKS[name]
+def outer_mask(tmp_path, name, column, row, scale):
+    """A mask file of the column times the row over the scale: its path and text."""
     text = format_matrix(np.outer(column, row), scale)
     path = tmp_path / f"{name}.mask"
     path.write_text(text)
@@ -996,7 +996,7 @@ def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
     img = random_image(rng, width, height, channels)
     img[:9, :9] = 255  # the largest sums
     img[-5:, -7:] = 0
-    path, text = stream_mask(tmp_path, name)
+    path, text = outer_mask(tmp_path, name, *STREAM_MASKS[name])
     check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, STREAM_PATH,
                         "row streams", list(args))
 
@@ -1047,9 +1047,7 @@ def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile):
     ("short-tile", 528, ([1, 2, 1], [1, 2, 1]), 16, "256x8", "DP4A, no clamp"),
 ])
 def test_cuda_direct_stream_not_taken(gf, rng, tmp_path, case, width, weights, scale, tile, kind):
-    text = format_matrix(np.outer(*weights), scale)
-    path = tmp_path / f"{case}.mask"
-    path.write_text(text)
+    path, text = outer_mask(tmp_path, case, *weights, scale)
     img = random_image(rng, width, 40, 1)
     check_direct_layout(gf, tmp_path, img, 1, path, text, "gray", "nearest", kind, case,
                         ["--tile", tile] if tile else [])
