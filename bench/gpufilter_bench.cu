@@ -170,8 +170,10 @@ static void usage(FILE *out)
             "  --tile [V:]WxH    conv2d tile of every version, or of version V only;\n"
             "                    repeatable (default 32x8, and for the direct version\n"
             "                    the widest Wx64 that it runs with 256 threads on its\n"
-            "                    first path, among those of the most blocks an SM;\n"
-            "                    see kernels.h for what the tile means to each version)\n"
+            "                    first path, among those of the most blocks an SM, or\n"
+            "                    the tile measured faster for that path: 512x16 for\n"
+            "                    the RGBA row streams; see kernels.h for what the\n"
+            "                    tile means to each version)\n"
             "  --timing MODE     alone: each timed run is launched on an idle stream, so\n"
             "                    its time includes the launch latency, as one call of the\n"
             "                    tool pays it (default); queued: the runs are enqueued back\n"
@@ -364,7 +366,8 @@ static int blocks_per_sm(int version, const conv2d_launch *q)
  * it, with the most threads (256 but for the gray row streams, whose 3x3
  * kernels run 16 x 4 threads at 256x64, 32 x 4 at 512x64), among those of
  * the most blocks an SM: the tensor-core path's shared memory grows with
- * the tile). */
+ * the tile), or the tile conv2d_preferred_tile names for that path (the
+ * RGBA row streams: 512x16), as the tool's automatic tile takes it. */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;
@@ -392,6 +395,10 @@ static void tile_of(int version, conv2d_launch *q)
         }
         q->tile_width = best ? best : g_opt.tile_width;
         q->tile_height = best ? 64 : g_opt.tile_height;
+        conv2d_launch measured = *q;
+        if (best && conv2d_preferred_tile(version, q, &measured.tile_width, &measured.tile_height) &&
+            conv2d_supports(version, &measured) && conv2d_path_rank(version, &measured) == best_rank)
+            *q = measured;
     }
 }
 

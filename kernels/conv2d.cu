@@ -313,8 +313,17 @@
  *               of the copy), gray at 512x16 0.0562 -> 0.0560; prefetching
  *               2 to 8 rows further ran slower (79-94%), so did the edge
  *               words' prefetch (93.5%). The same kernel without its edge
- *               words (wrong outputs) ran at 96.0%, a copy kernel of the
+ *               words (wrong outputs) ran at 96.3%, a copy kernel of the
  *               streams' shape (16 bytes a thread, 16 rows) at 95.4%.
+ *               Twenty-fifth round (tried, not kept): rows fed by bulk
+ *               copies (cp.async.bulk) into a ring in shared memory, the
+ *               neighbours read there: RGBA 55-87% of the copy, gray
+ *               18-84% (each block held by its ring's turnaround); 32
+ *               bytes a lane, the group's edges half as often: RGBA
+ *               86-93%, gray 74-88% (64 to 80 registers).
+ *               Kept: the RGBA streams' automatic tile is 512x16 (one
+ *               band of 128 lanes a block, conv2d_preferred_tile), 94.9-
+ *               95.1% of the copy against 256x64's 94.1-94.3%.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -4400,6 +4409,21 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
     if (version < 2 || !conv2d_make_plan(version, p, &pl, false))
         return 0;
     return pl.path;
+}
+
+/* RGBA row streams: one band of 128 lanes a block (512x16), which ran
+ * 0.6-0.9% faster than the occupancy rule's 256x64 (64 lanes, 4 bands) in
+ * five side-by-side runs; gray showed no difference between the shapes
+ * (bench/NOTES.md, twenty-fifth round). */
+extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
+{
+    conv2d_plan pl;
+    if (version != 4 || p->channels != 4 || !conv2d_make_plan(version, p, &pl, false) || !pl.v ||
+        !conv2d_stream4(pl.v->ws))
+        return 0;
+    *width = 128 * 16 / p->channels;
+    *height = kStreamRows4;
+    return 1;
 }
 
 extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)

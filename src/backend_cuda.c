@@ -177,7 +177,28 @@ static int tile_beats(int version, const tile_candidate *a, const tile_candidate
     return a->width * a->height > b->width * b->height;
 }
 
-/* Default tile: the best of the tiles that launch (tile_beats). Widths are
+/* p's tile becomes the one conv2d_preferred_tile names for its path, where
+ * there is one that launches on the same path with blocks resident. */
+static int prefer_measured_tile(const cuda_backend *b, int version, conv2d_launch *p, int rank)
+{
+    conv2d_launch c = *p;
+    if (!conv2d_preferred_tile(version, p, &c.tile_width, &c.tile_height) ||
+        !conv2d_supports(version, &c) || conv2d_path_rank(version, &c) != rank ||
+        conv2d_block_threads(version, &c) > b->prop.maxThreadsPerBlock ||
+        conv2d_shared_bytes(version, &c) > b->prop.sharedMemPerBlockOptin)
+        return 0;
+    occupancy_info info;
+    if (occupancy_of(b, version, &c, &info) < 0)
+        return -1;
+    if (info.blocks_per_sm > 0) {
+        p->tile_width = c.tile_width;
+        p->tile_height = c.tile_height;
+    }
+    return 0;
+}
+
+/* Default tile: the best of the tiles that launch (tile_beats), or the
+ * tile measured faster for its path (prefer_measured_tile). Widths are
  * multiples of 16 so that a row of the tile is read with coalesced
  * accesses. */
 static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
@@ -224,7 +245,7 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
             best = k;
     p->tile_width = cand[best].width;
     p->tile_height = cand[best].height;
-    return 0;
+    return prefer_measured_tile(b, version, p, cand[best].rank);
 }
 
 /* ---- backend primitives ----------------------------------------------------- */

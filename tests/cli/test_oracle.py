@@ -1033,6 +1033,21 @@ def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile):
                         ["--tile", tile])
 
 
+# the automatic tile: on RGBA one band of 128 lanes a block (512x16, which
+# ran faster than the occupancy rule's 256x64), on gray the rule's own
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("layout, tile, threads", [("gray", "256x64", 64), ("rgba", "512x16", 128)])
+def test_cuda_direct_stream_auto_tile(gf, rng, tmp_path, layout, tile, threads):
+    channels = 1 if layout == "gray" else 4
+    img = random_image(rng, 1040 if layout == "gray" else 1036, 70, channels)
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-v", "-m", "gaussian3", src, out).ok()
+    assert f"x{channels} ({STREAM_PATH}): tile {tile}, block {threads} threads" in r.err, r.describe()
+    ref = gf.apply(tmp_path, img, ["gaussian3"], "nearest", backend="cpu", tag="cpu")
+    assert_equal_image(read_png(out), ref, f"cuda row streams {layout}, automatic tile, vs cpu")
+
+
 # masks and images it does not take go to the paths before it: rows not of
 # whole 16-byte words, an even scale not a power of two, a sum past 16-bit
 # lanes, a negative weight, a tile of fewer than 8 lanes or not of whole
