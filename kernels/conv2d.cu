@@ -320,7 +320,8 @@
  *               neighbours read there: RGBA 55-87% of the copy, gray
  *               18-84% (each block held by its ring's turnaround); 32
  *               bytes a lane, the group's edges half as often: RGBA
- *               86-93%, gray 74-88% (64 to 80 registers).
+ *               86-93%, gray 74-88% (64 to 80 registers; 46-56% where
+ *               96 bytes spilled).
  *               Kept: the RGBA streams' automatic tile is 512x16 (one
  *               band of 128 lanes a block, conv2d_preferred_tile), 94.9-
  *               95.1% of the copy against 256x64's 94.1-94.3%.
