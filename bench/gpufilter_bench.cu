@@ -395,10 +395,11 @@ static void tile_of(int version, conv2d_launch *q)
         }
         q->tile_width = best ? best : g_opt.tile_width;
         q->tile_height = best ? 64 : g_opt.tile_height;
-        conv2d_launch measured = *q;
-        if (best && conv2d_preferred_tile(version, q, &measured.tile_width, &measured.tile_height) &&
-            conv2d_supports(version, &measured) && conv2d_path_rank(version, &measured) == best_rank)
-            *q = measured;
+        int width = 0, height = 0;
+        if (best && conv2d_preferred_tile(version, q, &width, &height)) {
+            q->tile_width = width;
+            q->tile_height = height;
+        }
     }
 }
 

@@ -4418,12 +4418,17 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
  * (bench/NOTES.md, twenty-fifth round). */
 extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
 {
-    conv2d_plan pl;
+    conv2d_plan pl, preferred;
     if (version != 4 || p->channels != 4 || !conv2d_make_plan(version, p, &pl, false) || !pl.v ||
         !conv2d_stream4(pl.v->ws))
         return 0;
-    *width = 128 * 16 / p->channels;
-    *height = kStreamRows4;
+    conv2d_launch q = *p;
+    q.tile_width = 512;  /* 128 lanes of 16 bytes */
+    q.tile_height = kStreamRows4;
+    if (!conv2d_make_plan(version, &q, &preferred, false) || preferred.v != pl.v)
+        return 0;  /* not the same kernel at that tile */
+    *width = q.tile_width;
+    *height = q.tile_height;
     return 1;
 }
 

@@ -129,8 +129,8 @@ const char *conv2d_direct_path(const conv2d_launch *p);
 int conv2d_path_rank(int version, const conv2d_launch *p);
 /* A tile measured faster than the automatic rule's for the path this
  * launch runs on (version 4's RGBA row streams: 512x16): 1 and the tile,
- * or 0 where the rule stands. The caller checks that the tile launches
- * and keeps the path. */
+ * which runs the same kernel, or 0 where the rule stands. The caller
+ * checks that the tile launches on its device. */
 int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */

@@ -178,22 +178,18 @@ static int tile_beats(int version, const tile_candidate *a, const tile_candidate
 }
 
 /* p's tile becomes the one conv2d_preferred_tile names for its path, where
- * there is one that launches on the same path with blocks resident. */
-static int prefer_measured_tile(const cuda_backend *b, int version, conv2d_launch *p, int rank)
+ * there is one that launches here with blocks resident. */
+static int prefer_measured_tile(const cuda_backend *b, int version, conv2d_launch *p)
 {
     conv2d_launch c = *p;
     if (!conv2d_preferred_tile(version, p, &c.tile_width, &c.tile_height) ||
-        !conv2d_supports(version, &c) || conv2d_path_rank(version, &c) != rank ||
-        conv2d_block_threads(version, &c) > b->prop.maxThreadsPerBlock ||
-        conv2d_shared_bytes(version, &c) > b->prop.sharedMemPerBlockOptin)
+        tile_fits(b, version, &c) < 0)
         return 0;
     occupancy_info info;
     if (occupancy_of(b, version, &c, &info) < 0)
         return -1;
-    if (info.blocks_per_sm > 0) {
-        p->tile_width = c.tile_width;
-        p->tile_height = c.tile_height;
-    }
+    if (info.blocks_per_sm > 0)
+        *p = c;
     return 0;
 }
 
@@ -245,7 +241,7 @@ static int choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
             best = k;
     p->tile_width = cand[best].width;
     p->tile_height = cand[best].height;
-    return prefer_measured_tile(b, version, p, cand[best].rank);
+    return prefer_measured_tile(b, version, p);
 }
 
 /* ---- backend primitives ----------------------------------------------------- */
