@@ -172,8 +172,9 @@ static void usage(FILE *out)
             "                    the widest Wx64 that it runs with 256 threads on its\n"
             "                    first path, among those of the most blocks an SM, or\n"
             "                    the tile measured faster for that path: 512x16 for\n"
-            "                    the RGBA row streams; see kernels.h for what the\n"
-            "                    tile means to each version)\n"
+            "                    the RGBA row streams, the tallest that holds two\n"
+            "                    blocks an SM for RGBA on the tensor cores; see\n"
+            "                    kernels.h for what the tile means to each version)\n"
             "  --timing MODE     alone: each timed run is launched on an idle stream, so\n"
             "                    its time includes the launch latency, as one call of the\n"
             "                    tool pays it (default); queued: the runs are enqueued back\n"
@@ -367,7 +368,9 @@ static int blocks_per_sm(int version, const conv2d_launch *q)
  * kernels run 16 x 4 threads at 256x64, 32 x 4 at 512x64), among those of
  * the most blocks an SM: the tensor-core path's shared memory grows with
  * the tile), or the tile conv2d_preferred_tile names for that path (the
- * RGBA row streams: 512x16), as the tool's automatic tile takes it. */
+ * RGBA row streams: 512x16; RGBA on the tensor cores: the tallest tile of
+ * that width holding two blocks an SM), as the tool's automatic tile takes
+ * it. */
 static void tile_of(int version, conv2d_launch *q)
 {
     q->tile_width = g_opt.tile_width;

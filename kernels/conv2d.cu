@@ -325,6 +325,8 @@
  *               Kept: the RGBA streams' automatic tile is 512x16 (one
  *               band of 128 lanes a block, conv2d_preferred_tile), 94.9-
  *               95.1% of the copy against 256x64's 94.1-94.3%.
+ *               Twenty-sixth round: the tensor-core path's RGBA tiles
+ *               (conv2d_mma.cuh, step 7).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -4412,15 +4414,52 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
     return pl.path;
 }
 
+/* The tensor-core path on RGBA: the tallest tile of the rule's width, up to
+ * 128 rows, that still holds two blocks an SM, whose row pass then sums
+ * fewer halo rows, (TH + M - 1) / TH rounded up to 16 rows: 31x31 at 32x128
+ * (160 rows for 128) ran 5-7% faster than the rule's 32x64 (96 for 64, 3
+ * blocks an SM), 15x15 at 64x96 5-6% faster than 64x64, in three runs
+ * each; 64x128 (one block an SM) 34% slower. RGBA's row pass takes 3 to 5
+ * products a step against gray's 2, so its halo rows cost the most: on
+ * gray no taller tile was faster in every run (bench/NOTES.md, twenty-sixth
+ * round). Returns the height, or 0. */
+static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, const conv2d_plan &pl)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();  /* leave no error for the launch to report */
+        return 0;
+    }
+    for (int th = 128; th > p->tile_height; th -= 16) {
+        conv2d_launch q = *p;
+        q.tile_height = th;
+        conv2d_plan taller;
+        if (conv2d_make_plan(version, &q, &taller, false) && taller.v == pl.v &&
+            conv2d_resident_blocks(taller, (int)(taller.block.x * taller.block.y)) >= 2LL * sms)
+            return th;
+    }
+    return 0;
+}
+
 /* RGBA row streams: one band of 128 lanes a block (512x16), which ran
  * 0.6-0.9% faster than the occupancy rule's 256x64 (64 lanes, 4 bands) in
  * five side-by-side runs; gray showed no difference between the shapes
- * (bench/NOTES.md, twenty-fifth round). */
+ * (bench/NOTES.md, twenty-fifth round). The tensor cores on RGBA: taller
+ * tiles (conv2d_mma_preferred_height). */
 extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
 {
     conv2d_plan pl, preferred;
-    if (version != 4 || p->channels != 4 || !conv2d_make_plan(version, p, &pl, false) || !pl.v ||
-        !conv2d_stream4(pl.v->ws))
+    if (version != 4 || p->channels != 4 || !conv2d_make_plan(version, p, &pl, false) || !pl.v)
+        return 0;
+    if (pl.v->ws == kMma4) {
+        const int th = conv2d_mma_preferred_height(version, p, pl);
+        if (th == 0)
+            return 0;
+        *width = p->tile_width;
+        *height = th;
+        return 1;
+    }
+    if (!conv2d_stream4(pl.v->ws))
         return 0;
     conv2d_launch q = *p;
     q.tile_width = 512;  /* 128 lanes of 16 bytes */

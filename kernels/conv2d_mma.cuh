@@ -81,6 +81,20 @@
  *     scale 15625: 54.3 M warp instructions -> 36.9 M, 96 -> 78 us): gray
  *     15x15 0.098 -> 0.081 ms, RGBA 0.417 -> 0.342; gray box masks of
  *     11x11 to 31x31 now come here first (box31 0.113 -> 0.099).
+ *   7 (twenty-sixth round, tried, not kept; standalone, beside this kernel
+ *     in one run, H100, 8192x8192, inputs rotated): a block walks down a
+ *     strip of 128 or 256 bytes, 16 rows a step, the row sums of the last
+ *     4 steps in a ring, so that no halo row is fetched or summed twice:
+ *     RGBA 31x31 0.47-0.48 ms against 0.436-0.440, gray 31x31 0.110
+ *     against 0.101, RGBA 15x15 0.40 against 0.33 (the best of 1 to 5
+ *     steps fetched ahead, the row pass of step t + 2 beside the column
+ *     pass of t, 1 or 2 m-tiles a warp, 2 or 3 blocks an SM). A step
+ *     gives a warp 1 or 2 items between barriers where a tile gives it
+ *     ~10: the chain of a step's items, not the halo, sets the pace.
+ *     Kept instead: RGBA's automatic tile the tallest that holds two
+ *     blocks an SM (conv2d_preferred_tile): 31x31 at 32x128 0.419-0.430
+ *     ms against 32x64's 0.449-0.455, 15x15 at 64x96 0.324 against 64x64's
+ *     0.339-0.344.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +

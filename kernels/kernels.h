@@ -128,9 +128,10 @@ const char *conv2d_direct_path(const conv2d_launch *p);
  * a later one, so the automatic tile keeps to the lowest rank. */
 int conv2d_path_rank(int version, const conv2d_launch *p);
 /* A tile measured faster than the automatic rule's for the path this
- * launch runs on (version 4's RGBA row streams: 512x16): 1 and the tile,
- * which runs the same kernel, or 0 where the rule stands. The caller
- * checks that the tile launches on its device. */
+ * launch runs on (version 4's RGBA row streams: 512x16; RGBA on the tensor
+ * cores: the tallest tile of the launch's width, up to 128 rows, that holds
+ * two blocks an SM): 1 and the tile, which runs the same kernel, or 0 where
+ * the rule stands. The caller checks that the tile launches on its device. */
 int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height);
 /* Device scratch a launch of this version needs (intermediate of a
  * two-pass version), 0 for none (every version today). */

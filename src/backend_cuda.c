@@ -1034,40 +1034,60 @@ typedef struct {
     float ms[SWEEP_REPS];
 } sweep_row;
 
-/* The candidate tiles of the sweep into rows[], in the order printed;
- * returns their number, or -1 on a CUDA failure. */
+/* Tile w x h of the sweep into *r: what the occupancy API says of it, or
+ * why it cannot launch. Returns 1 for a row, 0 for a tile that is no
+ * candidate, -1 on a CUDA failure. */
+static int sweep_row_of(cuda_backend *b, int version, const conv2d_launch *base, int w, int h,
+                        sweep_row *r)
+{
+    memset(r, 0, sizeof *r);
+    r->launch = *base;
+    r->launch.tile_width = w;
+    r->launch.tile_height = h;
+    r->is_auto = w == base->tile_width && h == base->tile_height;
+    r->threads = conv2d_block_threads(version, &r->launch);
+    const char *why = NULL;
+    if (!conv2d_supports(version, &r->launch)) {
+        if (w * h < 64 || w * h > 8192)
+            return 0;  /* far outside what this version runs: not a candidate */
+        why = "cannot launch: not a tile shape this kernel version runs";
+    } else if (r->threads < 32) {
+        return 0;
+    } else if (tile_fits(b, version, &r->launch) < 0) {
+        why = gf_error() + strlen("gpufilter: ");
+    } else if (occupancy_of(b, version, &r->launch, &r->info) < 0) {
+        return -1;
+    } else if (r->info.blocks_per_sm == 0) {
+        why = "cannot launch: no block fits on a multiprocessor";
+    }
+    if (why)
+        snprintf(r->why, sizeof r->why, "%s", why);
+    return 1;
+}
+
+/* The candidate tiles of the sweep into rows[], in the order printed, the
+ * automatic tile last where the grid lacks it (a tile measured faster for
+ * its path, taller than the grid's rows: conv2d_preferred_tile); returns
+ * their number, or -1 on a CUDA failure. */
 static int sweep_rows(cuda_backend *b, int version, const conv2d_launch *base, sweep_row *rows)
 {
     static const int widths[SWEEP_WIDTHS] = {8, 16, 32, 64, 128, 256, 512};
     static const int heights[SWEEP_HEIGHTS] = {1, 2, 4, 8, 16, 32, 64};
-    int n = 0;
+    int n = 0, has_auto = 0;
     for (int i = 0; i < SWEEP_WIDTHS; i++)
         for (int j = 0; j < SWEEP_HEIGHTS; j++) {
-            sweep_row *r = &rows[n];
-            memset(r, 0, sizeof *r);
-            r->launch = *base;
-            r->launch.tile_width = widths[i];
-            r->launch.tile_height = heights[j];
-            r->is_auto = widths[i] == base->tile_width && heights[j] == base->tile_height;
-            r->threads = conv2d_block_threads(version, &r->launch);
-            const char *why = NULL;
-            if (!conv2d_supports(version, &r->launch)) {
-                if (widths[i] * heights[j] < 64 || widths[i] * heights[j] > 8192)
-                    continue;  /* far outside what this version runs: not a candidate */
-                why = "cannot launch: not a tile shape this kernel version runs";
-            } else if (r->threads < 32) {
-                continue;
-            } else if (tile_fits(b, version, &r->launch) < 0) {
-                why = gf_error() + strlen("gpufilter: ");
-            } else if (occupancy_of(b, version, &r->launch, &r->info) < 0) {
+            const int row = sweep_row_of(b, version, base, widths[i], heights[j], &rows[n]);
+            if (row < 0)
                 return -1;
-            } else if (r->info.blocks_per_sm == 0) {
-                why = "cannot launch: no block fits on a multiprocessor";
-            }
-            if (why)
-                snprintf(r->why, sizeof r->why, "%s", why);
-            n++;
+            has_auto |= row && rows[n].is_auto;
+            n += row;
         }
+    if (!has_auto) {
+        const int row = sweep_row_of(b, version, base, base->tile_width, base->tile_height, &rows[n]);
+        if (row < 0)
+            return -1;
+        n += row;
+    }
     return n;
 }
 
@@ -1122,7 +1142,7 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
         return -1;
     const float copy_ms = median_of(copy_runs, SWEEP_REPS);
     const double copy_gbs = bytes / (copy_ms * 1e6);
-    sweep_row *rows = calloc(SWEEP_WIDTHS * SWEEP_HEIGHTS, sizeof *rows);
+    sweep_row *rows = calloc(SWEEP_WIDTHS * SWEEP_HEIGHTS + 1, sizeof *rows);  /* + the automatic tile */
     if (!rows) {
         gf_set_error("out of host memory for the tile sweep");
         return -1;
