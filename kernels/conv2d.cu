@@ -4418,7 +4418,7 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
  * 128 rows, that still holds two blocks an SM, whose row pass then sums
  * fewer halo rows, (TH + M - 1) / TH rounded up to 16 rows: 31x31 at 32x128
  * (160 rows for 128) ran 5-7% faster than the rule's 32x64 (96 for 64, 3
- * blocks an SM), 15x15 at 64x96 5-6% faster than 64x64, in three runs
+ * blocks an SM), 15x15 at 64x96 4-6% faster than 64x64, in three runs
  * each; 64x128 (one block an SM) 34% slower. RGBA's row pass takes 3 to 5
  * products a step against gray's 2, so its halo rows cost the most: on
  * gray no taller tile was faster in every run (bench/NOTES.md, twenty-sixth

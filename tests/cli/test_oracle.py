@@ -962,7 +962,7 @@ def test_cuda_direct_mma_tiles(gf, rng, tmp_path, layout, tile):
 
 # the automatic tile on the tensor cores: on RGBA the tallest of the rule's
 # width that holds two blocks an SM (on the H100 and H200, 228 KB of shared
-# memory an SM: 31x31 at 32x128 and 15x15 at 64x96, which ran 5-7% faster
+# memory an SM: 31x31 at 32x128 and 15x15 at 64x96, which ran 4-7% faster
 # than the rule's 32x64 and 64x64), on gray the rule's own
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("layout, size, tile", [("rgba", 31, "32x128"), ("rgba-filter-alpha", 31, "32x128"),
