@@ -2988,9 +2988,12 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * path first) MODE_DIV_ODD's FADD and FFMA (S < 2^22: the plan checks
  * 255 d < 2^22); else conv2d_value.
  * A persistent grid: each block builds its Toeplitz fragments once and walks
- * tiles. */
+ * tiles. The row pass on channel planes (RGBA from 27x27) holds two blocks
+ * an SM at 128 registers: at three (80) it spilled 24 B and ran 1-5%
+ * slower (bench/NOTES.md, twenty-seventh round). */
 template <int C, int CF, int M>
-__global__ void __launch_bounds__(kMaxThreads, 3) conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
+__global__ void __launch_bounds__(kMaxThreads, conv2d_mma_planar(C, M) ? 2 : 3)
+    conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
 {
     const fast_header &h = a.h;
     const bool div = h.mode == MODE_DIV;
@@ -4416,13 +4419,14 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
 
 /* The tensor-core path on RGBA: the tallest tile of the rule's width, up to
  * 128 rows, that still holds two blocks an SM, whose row pass then sums
- * fewer halo rows, (TH + M - 1) / TH rounded up to 16 rows: 31x31 at 32x128
- * (160 rows for 128) ran 5-7% faster than the rule's 32x64 (96 for 64, 3
- * blocks an SM), 15x15 at 64x96 4-6% faster than 64x64, in three runs
- * each; 64x128 (one block an SM) 34% slower. RGBA's row pass takes 3 to 5
- * products a step against gray's 2, so its halo rows cost the most: on
- * gray no taller tile was faster in every run (bench/NOTES.md, twenty-sixth
- * round). Returns the height, or 0. */
+ * fewer halo rows, (TH + M - 1) / TH rounded up to 16 rows: 15x15 at 64x96
+ * ran 4-6% faster than the rule's 64x64, in three runs; 64x128 (one block
+ * an SM) 34% slower. RGBA's interleaved row pass takes 3 to 5 products a
+ * step against gray's 2, so its halo rows cost the most: on gray no taller
+ * tile was faster in every run (bench/NOTES.md, twenty-sixth round). From
+ * 27x27 on, the row pass on planes holds two blocks an SM at any tile, so
+ * the rule's tile stays (31x31: 64x64, as fast as 32x128 there,
+ * twenty-seventh round). Returns the height, or 0. */
 static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, const conv2d_plan &pl)
 {
     int dev = 0, sms = 0;

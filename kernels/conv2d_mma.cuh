@@ -11,8 +11,11 @@
  *                of the same channel, else 0), B (32 x 8) 32 bytes of 8
  *                input rows straight from shared memory by ldmatrix. RGBA
  *                stays interleaved: the Toeplitz matrix only pairs bytes
- *                of one channel, so 3 of 4 products are 0, and the tensor
- *                cores have the rate to spare. The row sums (< 2^16: the
+ *                of one channel, so 3 of 4 products are 0; from 27x27 on
+ *                (conv2d_mma_row_pass_planar) a lane's ldmatrix words are
+ *                split into channel planes by PRMT instead, an m-tile 16
+ *                pixels of one channel, 2 chunks of K where 5 were at
+ *                31x31. The row sums (< 2^16: the
  *                row's weights sum to at most 257) go to shared memory
  *                split into two planes, their low bytes and their high
  *                bytes, transposed (a column of the tile is contiguous),
@@ -95,16 +98,31 @@
  *     blocks an SM (conv2d_preferred_tile): 31x31 at 32x128 0.419-0.430
  *     ms against 32x64's 0.449-0.455, 15x15 at 64x96 0.324 against 64x64's
  *     0.339-0.344.
+ *   8 (twenty-seventh round, in the bench on an H100, inputs rotated; RGBA
+ *     27x27 to 31x31): the row pass on channel planes: a lane's 16
+ *     ldmatrix words (pixels 4 s + q of a window of 64) are transposed by
+ *     4 PRMT per 4 words into two channels' bytes, the A fragments taking
+ *     that order of K; an item is 32 pixels, 16 rows and two channels, 16
+ *     mma where the interleaved pass takes 40; the row sums by channel, 32
+ *     bytes between the channels' rows. 31x31 0.422 -> 0.397-0.400 ms at
+ *     32x128 with 80 registers (24 B spilled); at __launch_bounds__(256, 2)
+ *     (128 registers, no spill, 2 blocks an SM at any tile, so the rule's
+ *     tile is 64x64) 0.393 at 64x64, 0.387-0.402 at 32x128, and the tool's
+ *     sweep (alpha copied) 0.415 against 0.430-0.438 at 80 registers. In
+ *     the bench's table 0.420 -> 0.392 ms, 43.7% -> 46.6% of the copy.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
  * M - 1) / (TW TH) of them). Tensor work per output byte: gray 31x31
- * (2 + 4) / 128 m16n8k32, RGBA 31x31 (5 + 4) / 128; at one m16n8k32 an
- * SM and clock, 8192x8192 RGBA's ~19 M of them take ~75 us against the
- * copy's ~180 us, gray's ~4 M ~15 us against ~50: neither the tensor
- * cores nor memory is the bound, the issue of the ~0.75 instruction a
- * pixel (ldmatrix, mma, the finish, the copies) and the latency between a
- * tile's phases are (ncu: issue ~55% busy). */
+ * (2 + 4) / 128 m16n8k32, RGBA 31x31 on planes (2 + 4) / 128 (interleaved
+ * (5 + 4) / 128), each row pass's share times its halo rows, (TH + M - 1)
+ * / TH rounded up to 16; at one m16n8k32 an SM and clock, 8192x8192
+ * RGBA's ~15 M of them take ~55 us against the copy's ~180 us, gray's ~4 M
+ * ~15 us against ~50: neither the tensor cores nor memory is the bound,
+ * the issue of the ~0.75 instruction a pixel (ldmatrix, mma, the finish,
+ * the copies) and the latency between a tile's phases are (ncu, RGBA
+ * 31x31 on planes: issue 41% busy, 0.75 eligible warps a scheduler, no
+ * eligible warp 56% of the cycles, DRAM 45%). */
 
 /* 9x9 keeps the separable integer path (kSeparable4), which this one was
  * not measured against; box masks take their running or prefix sums, but
@@ -146,12 +164,21 @@ __host__ __device__ constexpr int conv2d_mma_mid_pitch(int M, int th)
                                 : conv2d_mma_rows(M, th));
 }
 
+/* RGBA masks of 27x27 to 31x31 (whose halo, rounded up to 16 bytes, is 16
+ * pixels) take the row pass on channel planes in tiles of 32 pixels or
+ * more: the row sums of channel ch, pixel x sit at ch * (tw * MP + 32) + x *
+ * MP in each plane (32 bytes between the channels' rows, so that an
+ * ldmatrix's 8 rows, 2 pixels by 4 channels, and a stmatrix's, 8 pixels of
+ * one channel, fall on distinct banks). */
+__host__ __device__ constexpr bool conv2d_mma_planar(int C, int M) { return C == 4 && M >= 27; }
+constexpr int kMmaPlanarSkew = 32;
+
 /* Shared bytes of a tile of tw x th pixels: the weights, the input rows,
  * the row sums' two planes. */
 __host__ __device__ constexpr size_t conv2d_mma_shared(int C, int M, int tw, int th)
 {
     return 64 + (size_t)conv2d_mma_rows(M, th) * conv2d_mma_pitch(tw * C - 16 + 32 * conv2d_mma_row_chunks(C, M)) +
-           (size_t)tw * C * conv2d_mma_mid_pitch(M, th) * 2;
+           ((size_t)tw * C * conv2d_mma_mid_pitch(M, th) + (conv2d_mma_planar(C, M) ? 4 * kMmaPlanarSkew : 0)) * 2;
 }
 
 __device__ __forceinline__ void conv2d_mma_u8(int (&d)[4], const unsigned (&a)[4], unsigned b0,
@@ -230,6 +257,104 @@ __device__ __forceinline__ void conv2d_mma_toeplitz(unsigned (&a)[4], const unsi
     }
 }
 
+/* The planar row pass's A fragment of m-tile mp (outputs 16 mp .. 16 mp +
+ * 15 of a group of 32 pixels of one channel) and chunk c of its window of
+ * 64 pixels (the group's first pixel - 16 on): the lane's register byte b of
+ * k = 16 h + 4 q + b holds pixel 32 c + 16 h + 4 b + q of the window (the
+ * order the transposes of its ldmatrix words give), so A[m][k] = w[t], t =
+ * that pixel - 16 - 16 mp - m + M / 2, where 0 <= t < M. */
+template <int M>
+__device__ __forceinline__ void conv2d_mma_toeplitz_planar(unsigned (&a)[4], const unsigned char *w, int mp,
+                                                           int c, int lane)
+{
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int m = g + 8 * (r & 1), h = r >> 1;
+        unsigned word = 0;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int t = 32 * c + 16 * h + 4 * b + q - 16 - 16 * mp - m + M / 2;
+            if (t >= 0 && t < M)
+                word |= (unsigned)w[t] << (8 * b);
+        }
+        a[r] = word;
+    }
+}
+
+/* The row pass on channel planes, RGBA (conv2d_mma_planar): in the
+ * interleaved rows 3 of 4 of the products are 0 (5 chunks of K for 16
+ * output bytes at 31x31); in planes an m-tile is 16 pixels of one channel
+ * and 2 chunks of 32 pixels cover its taps. An item is a group of 32 output
+ * pixels (the window of 64 input pixels from the group's first - 16: 256
+ * bytes), a pair of n-tiles (16 rows) and two channels (half = 0: R and G,
+ * 1: B and A): 8 ldmatrix of the interleaved bytes, a lane's words pixels
+ * 4 s + q, s = 0..15, of its row; 4 PRMT per 4 of them give the two
+ * channels' bytes of those 4 pixels (the A fragments take that order of
+ * K); 16 mma; the sums out by stmatrix as in the interleaved pass, into
+ * the channels' rows. Items: rows / 16 pairs times TWB / 64 units (group,
+ * half); a warp keeps its unit and walks the pairs. */
+template <int NCH>
+__device__ __forceinline__ void conv2d_mma_row_pass_planar(const unsigned (&arow)[NCH][4], unsigned in_s, int IP,
+                                                           unsigned mid_s, int MP, int CHS, int PLANE, int pairs,
+                                                           int TWB, int warp, int warps, int perm0, int pdn,
+                                                           unsigned sel_lo)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int ushift = TWB == 256 ? 2 : 1;  /* units of a pair: 2 or 4 */
+    const int unit = warp & ((1 << ushift) - 1), gp = unit >> 1, half = unit & 1;
+    const int pp0 = warp >> ushift, ppstep = max(1, warps >> ushift);
+    const unsigned sel = half ? 0x7362u : 0x5140u;  /* bytes 2, 3 or 0, 1 of two words, interleaved */
+    unsigned base = in_s + (pp0 * 16 + perm0) * IP + 128 * gp + 16 * (lane >> 3);
+    const unsigned ch0 = mid_s + 2 * half * CHS + 32 * gp * MP + pp0 * 16;
+    unsigned st = ch0 + (lane & 15) * MP + (lane >> 4) * PLANE;
+    unsigned own = ch0 + g * MP + 4 * q;
+    for (int np = pp0; np < pairs; np += ppstep, base += ppstep * 16 * IP, st += ppstep * 16, own += ppstep * 16) {
+        unsigned b[2][2][2][2];  /* [n-tile][channel][chunk][register] */
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            unsigned x[16];  /* pixels 4 s + q of the window, row g of the n-tile */
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                unsigned r4[4];
+                conv2d_ldmatrix<4>(r4, base + n * pdn * IP + 64 * u);
+                x[4 * u] = r4[0], x[4 * u + 1] = r4[1], x[4 * u + 2] = r4[2], x[4 * u + 3] = r4[3];
+            }
+#pragma unroll
+            for (int t = 0; t < 4; t++) {  /* pixels 4t..4t+3 of the lane's 16: chunk t >> 1, register t & 1 */
+                const unsigned t0 = __byte_perm(x[4 * t], x[4 * t + 1], sel);
+                const unsigned t1 = __byte_perm(x[4 * t + 2], x[4 * t + 3], sel);
+                b[n][0][t >> 1][t & 1] = __byte_perm(t0, t1, 0x5410);
+                b[n][1][t >> 1][t & 1] = __byte_perm(t0, t1, 0x7632);
+            }
+        }
+#pragma unroll
+        for (int mp = 0; mp < 2; mp++) {
+            int acc[2][2][4] = {};  /* [channel][n-tile] */
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+#pragma unroll
+                for (int k = 0; k < 2; k++)
+#pragma unroll
+                    for (int n = 0; n < 2; n++)
+                        conv2d_mma_u8(acc[k][n], arow[2 * mp + c], b[n][k][c][0], b[n][k][c][1]);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                unsigned wv[4];
+#pragma unroll
+                for (int h8 = 0; h8 < 2; h8++) {
+                    const unsigned p0 = __byte_perm(acc[k][0][2 * h8], acc[k][0][2 * h8 + 1], 0x5140);
+                    const unsigned p1 = __byte_perm(acc[k][1][2 * h8], acc[k][1][2 * h8 + 1], 0x5140);
+                    wv[h8] = __byte_perm(p0, p1, sel_lo);
+                    wv[2 + h8] = __byte_perm(p0, p1, sel_lo + 0x2222);
+                }
+                const int off = k * CHS + 16 * mp * MP;
+                conv2d_stmatrix(st + off, wv, own + off, 8 * MP, PLANE);
+            }
+        }
+    }
+}
+
 /* The body: H a header with src, dst, width, height, border, tw, th;
  * word(i), i < 16, the weights' words: the row's M bytes, then from byte 32
  * the column's; finish... the finishers, of which the pick-th (from 0) maps
@@ -252,9 +377,13 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
     const int OP = conv2d_mma_pitch(TWB);
     /* rows x IP input bytes, the outputs (TH x OP) staged over them */
     unsigned char *const in = conv2d_mma_smem + 64;
-    /* the row sums' low bytes, then their high bytes: TWB rows of MP bytes each */
+    /* the row sums' low bytes, then their high bytes: TWB rows of MP bytes
+     * each, a row an output byte, in its order or (planar) by channel */
     unsigned char *const mid = in + rows * IP;
-    const int PLANE = TWB * MP;
+    const bool planar = conv2d_mma_planar(C, M) && TWB >= 128;
+    const int CHS = h.tw * MP + kMmaPlanarSkew;  /* planar: a channel's rows */
+    const int PLANE = planar ? 4 * CHS : TWB * MP;
+    auto mid_row = [&](int b) { return planar ? (b & (C - 1)) * CHS + (b >> kLog2C) * MP : b * MP; };
     const unsigned mid_s = (unsigned)__cvta_generic_to_shared(mid);
     const unsigned in_s = (unsigned)__cvta_generic_to_shared(in);
 
@@ -264,10 +393,21 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
     __syncthreads();
     const unsigned char *const w = conv2d_mma_smem;
 
+    /* planar: arow[2 mp + c] the fragment of m-tile mp, chunk c */
     unsigned arow[S::NCH_ROW][4], acol[S::NCH_COL][4];
+    if constexpr (conv2d_mma_planar(C, M)) {
+        static_assert(S::NCH_ROW >= 4 && S::RC + S::S == 64, "a window of 16 pixels each side");
+        if (planar) {
 #pragma unroll
-    for (int c = 0; c < S::NCH_ROW; c++)
-        conv2d_mma_toeplitz<C, M>(arow[c], w, c, S::S, lane);
+            for (int c = 0; c < 4; c++)
+                conv2d_mma_toeplitz_planar<M>(arow[c], w, c >> 1, c & 1, lane);
+        }
+    }
+    if (!planar) {
+#pragma unroll
+        for (int c = 0; c < S::NCH_ROW; c++)
+            conv2d_mma_toeplitz<C, M>(arow[c], w, c, S::S, lane);
+    }
 #pragma unroll
     for (int c = 0; c < S::NCH_COL; c++)
         conv2d_mma_toeplitz<1, M>(acol[c], w + 32, c, 0, lane);
@@ -364,7 +504,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
          * m-tiles (mt = warp mod mtiles, + warps while below mtiles) and
          * walks the pairs of n-tiles np = warp / mtiles, + npstep: the
          * addresses step by a constant. */
-        for (int mt = warp & (mtiles - 1); mt < mtiles; mt += warps) {
+        if constexpr (conv2d_mma_planar(C, M)) {
+            if (planar)
+                conv2d_mma_row_pass_planar(arow, in_s, IP, mid_s, MP, CHS, PLANE, rows / 16, TWB, warp, warps,
+                                           perm0, pdn, sel_lo);
+        }
+        for (int mt = warp & (mtiles - 1); mt < mtiles && !planar; mt += warps) {
             unsigned base = in_s + (np0 * 16 + perm0) * IP + mt * 16 + 16 * (lane >> 3);
             unsigned st = mid_s + (mt * 16 + (lane & 15)) * MP + (lane >> 4) * PLANE + np0 * 16;
             unsigned own = mid_s + (mt * 16 + g) * MP + np0 * 16 + 4 * q;
@@ -410,11 +555,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
          * bytes each); a warp keeps its byte columns cp and walks the row
          * tiles rt, as the row pass */
         auto column_pass = [&](auto finish) {
+            const int ncol = mid_row(8) - mid_row(0);  /* n-tile 1's rows: 8 output bytes on */
             for (int cp = warp & (mtiles - 1); cp < mtiles; cp += warps) {
                 /* lanes 8j..8j+7 address matrix j's rows (output byte
                  * columns): j = 0, 1 the low bytes of rows k 0-15, 16-31,
                  * j = 2, 3 the high */
-                unsigned col = mid_s + (cp * 16 + (lane & 7)) * MP + np0 * 16 + 16 * ((lane >> 3) & 1) +
+                unsigned col = mid_s + mid_row(cp * 16 + (lane & 7)) + np0 * 16 + 16 * ((lane >> 3) & 1) +
                                (lane >> 4) * PLANE;
                 unsigned char *at = in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
                 for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += npstep * 16 * OP) {
@@ -431,7 +577,7 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                     for (int n = 0; n < 2; n++)
 #pragma unroll
                         for (int c = 0; c < S::NCH_COL; c++)
-                            conv2d_ldmatrix<4>(bf[n][c], col + n * 8 * MP + 32 * c);
+                            conv2d_ldmatrix<4>(bf[n][c], col + n * ncol + 32 * c);
 #pragma unroll
                     for (int c = 0; c < S::NCH_COL; c++)
 #pragma unroll

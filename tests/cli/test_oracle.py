@@ -923,6 +923,18 @@ def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width
     check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
 
 
+# RGBA masks of 27x27 to 31x31 take the row pass on channel planes in tiles
+# of 32 pixels or more (the automatic 64x64 among them); 31x31 runs above,
+# 27x27 and 29x29 here, alpha copied and filtered
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("width", DIRECT_WIDTHS)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("size", [27, 29])
+@pytest.mark.parametrize("layout, scaling", [("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
+def test_cuda_direct_mma_planar(gf, rng, tmp_path, layout, scaling, size, border, width):
+    check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
+
+
 # code compiled from PTX older than compute capability 8.0 (the default
 # build's compute_75, which an Ampere or Ada GPU compiles when the tool
 # starts; CUDA_FORCE_PTX_JIT=1 has any GPU do that) has no mma: the plan
@@ -952,20 +964,23 @@ def test_cuda_mma_needs_code_built_for_it(gf, rng, tmp_path):
 
 # the same path with tiles of its other shapes: the smallest (16 bytes by
 # 16 rows: one m-tile, a persistent grid of many tiles a block), the widest
-# (256 bytes) and the tallest (128 rows)
+# (256 bytes) and the tallest (128 rows); on RGBA both row passes (planes
+# from 32 pixels on)
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("layout, tile", [("gray", "16x16"), ("gray", "256x16"), ("gray", "32x128"),
-                                          ("rgba", "4x16"), ("rgba", "64x16"), ("rgba", "16x128")])
+                                          ("rgba", "4x16"), ("rgba", "32x16"), ("rgba", "64x16"),
+                                          ("rgba", "16x128"), ("rgba-filter-alpha", "64x128")])
 def test_cuda_direct_mma_tiles(gf, rng, tmp_path, layout, tile):
     check_direct_mma(gf, rng, tmp_path, layout, 31, "reflect", DIRECT_WIDTHS[1], "pow2", tile=tile)
 
 
 # the automatic tile on the tensor cores: on RGBA the tallest of the rule's
 # width that holds two blocks an SM (on the H100 and H200, 228 KB of shared
-# memory an SM: 31x31 at 32x128 and 15x15 at 64x96, which ran 4-7% faster
-# than the rule's 32x64 and 64x64), on gray the rule's own
+# memory an SM: 15x15 at 64x96, which ran 4-6% faster than the rule's
+# 64x64; 31x31, whose kernels take 128 registers and so 2 blocks an SM at
+# any tile, the rule's 64x64), on gray the rule's own
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("layout, size, tile", [("rgba", 31, "32x128"), ("rgba-filter-alpha", 31, "32x128"),
+@pytest.mark.parametrize("layout, size, tile", [("rgba", 31, "64x64"), ("rgba-filter-alpha", 31, "64x64"),
                                                 ("rgba", 15, "64x96"), ("gray", 31, "128x64"),
                                                 ("gray", 15, "256x64")])
 def test_cuda_direct_mma_auto_tile(gf, rng, tmp_path, layout, size, tile):
@@ -1141,23 +1156,23 @@ def test_cuda_tile_sweep(gf, rng, tmp_path, mask, channels):
     assert seen == list(rows) and marked == [auto], csv_text
 
 
-# an automatic tile taller than the sweep's rows (RGBA 31x31 on the tensor
-# cores: 32x128) is timed and marked too, as the last row
+# an automatic tile taller than the sweep's rows (RGBA 15x15 on the tensor
+# cores: 64x96) is timed and marked too, as the last row
 @pytest.mark.cuda_only
 def test_cuda_tile_sweep_taller_auto_tile(gf, rng, tmp_path):
-    row, column = sampled_gaussian(31, 128), sampled_gaussian(31, 120)
+    row, column = sampled_gaussian(15, 128), sampled_gaussian(15, 120)
     weights = np.outer(column, row)
-    path = tmp_path / "g31.mask"
+    path = tmp_path / "g15.mask"
     path.write_text(format_matrix(weights, 1 << (int(weights.sum()) - 1).bit_length(), None))
     src = write_png(tmp_path / "in.png", random_image(rng, 300, 200, 4))
     text = gf.run("--backend", "cuda", "--tile", "sweep", "-m", str(path), src).ok().out.decode()
     rows = sweep_rows_text(text)
     marked = [t for t, (_, rest) in rows.items() if rest.endswith("<- auto")]
-    assert marked == [(32, 128)] and list(rows)[-1] == (32, 128), text
-    assert re.match(r"auto 32x128: [0-9.]+ ms; best \d+x\d+: ", text.splitlines()[-1]), text
+    assert marked == [(64, 96)] and list(rows)[-1] == (64, 96), text
+    assert re.match(r"auto 64x96: [0-9.]+ ms; best \d+x\d+: ", text.splitlines()[-1]), text
     csv_text = gf.run("--backend", "cuda", "--tile", "sweep", "--csv", "-m", str(path), src).ok().out.decode()
     marked = [row.split(",")[:2] for row in csv_text.splitlines()[1:] if row.split(",")[11] == "1"]
-    assert marked == [["32", "128"]] and csv_text.splitlines()[-1].startswith("32,128,"), csv_text
+    assert marked == [["64", "96"]] and csv_text.splitlines()[-1].startswith("64,96,"), csv_text
 
 
 # 15x15 masks on the direct version: integer weights of -128..127 whose sums
