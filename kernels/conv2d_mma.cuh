@@ -257,6 +257,24 @@ __device__ __forceinline__ void conv2d_mma_toeplitz(unsigned (&a)[4], const unsi
     }
 }
 
+/* The row pass's sums of one m-tile and two n-tiles (acc0, acc1: 16 rows)
+ * out to the row sums' planes: the low bytes of 4 rows' sums of output g,
+ * of g + 8, then their high bytes, one stmatrix (st; own, the lane's own
+ * word before compute capability 9.0). */
+__device__ __forceinline__ void conv2d_mma_store_sums(const int (&acc0)[4], const int (&acc1)[4], unsigned sel_lo,
+                                                      unsigned st, unsigned own, int MP, int PLANE)
+{
+    unsigned wv[4];
+#pragma unroll
+    for (int h8 = 0; h8 < 2; h8++) {
+        const unsigned p0 = __byte_perm(acc0[2 * h8], acc0[2 * h8 + 1], 0x5140);
+        const unsigned p1 = __byte_perm(acc1[2 * h8], acc1[2 * h8 + 1], 0x5140);
+        wv[h8] = __byte_perm(p0, p1, sel_lo);
+        wv[2 + h8] = __byte_perm(p0, p1, sel_lo + 0x2222);
+    }
+    conv2d_stmatrix(st, wv, own, 8 * MP, PLANE);
+}
+
 /* The planar row pass's A fragment of m-tile mp (outputs 16 mp .. 16 mp +
  * 15 of a group of 32 pixels of one channel) and chunk c of its window of
  * 64 pixels (the group's first pixel - 16 on): the lane's register byte b of
@@ -291,8 +309,8 @@ __device__ __forceinline__ void conv2d_mma_toeplitz_planar(unsigned (&a)[4], con
  * 1: B and A): 8 ldmatrix of the interleaved bytes, a lane's words pixels
  * 4 s + q, s = 0..15, of its row; 4 PRMT per 4 of them give the two
  * channels' bytes of those 4 pixels (the A fragments take that order of
- * K); 16 mma; the sums out by stmatrix as in the interleaved pass, into
- * the channels' rows. Items: rows / 16 pairs times TWB / 64 units (group,
+ * K); 16 mma; the sums out as in the interleaved pass
+ * (conv2d_mma_store_sums), into the channels' rows. Items: rows / 16 pairs times TWB / 64 units (group,
  * half); a warp keeps its unit and walks the pairs. */
 template <int NCH>
 __device__ __forceinline__ void conv2d_mma_row_pass_planar(const unsigned (&arow)[NCH][4], unsigned in_s, int IP,
@@ -340,16 +358,8 @@ __device__ __forceinline__ void conv2d_mma_row_pass_planar(const unsigned (&arow
                         conv2d_mma_u8(acc[k][n], arow[2 * mp + c], b[n][k][c][0], b[n][k][c][1]);
 #pragma unroll
             for (int k = 0; k < 2; k++) {
-                unsigned wv[4];
-#pragma unroll
-                for (int h8 = 0; h8 < 2; h8++) {
-                    const unsigned p0 = __byte_perm(acc[k][0][2 * h8], acc[k][0][2 * h8 + 1], 0x5140);
-                    const unsigned p1 = __byte_perm(acc[k][1][2 * h8], acc[k][1][2 * h8 + 1], 0x5140);
-                    wv[h8] = __byte_perm(p0, p1, sel_lo);
-                    wv[2 + h8] = __byte_perm(p0, p1, sel_lo + 0x2222);
-                }
                 const int off = k * CHS + 16 * mp * MP;
-                conv2d_stmatrix(st + off, wv, own + off, 8 * MP, PLANE);
+                conv2d_mma_store_sums(acc[k][0], acc[k][1], sel_lo, st + off, own + off, MP, PLANE);
             }
         }
     }
@@ -536,17 +546,7 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
 #pragma unroll
                     for (int n = 0; n < 2; n++)
                         conv2d_mma_u8(acc[n], arow[c], b[n][c][0], b[n][c][1]);
-                /* the low bytes of 4 rows' sums of output byte g, of g + 8,
-                 * then their high bytes: one stmatrix into the two planes */
-                unsigned wv[4];
-#pragma unroll
-                for (int h8 = 0; h8 < 2; h8++) {
-                    const unsigned p0 = __byte_perm(acc[0][2 * h8], acc[0][2 * h8 + 1], 0x5140);
-                    const unsigned p1 = __byte_perm(acc[1][2 * h8], acc[1][2 * h8 + 1], 0x5140);
-                    wv[h8] = __byte_perm(p0, p1, sel_lo);
-                    wv[2 + h8] = __byte_perm(p0, p1, sel_lo + 0x2222);
-                }
-                conv2d_stmatrix(st, wv, own, 8 * MP, PLANE);
+                conv2d_mma_store_sums(acc[0], acc[1], sel_lo, st, own, MP, PLANE);
             }
         }
         __syncthreads();
