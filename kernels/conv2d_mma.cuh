@@ -43,7 +43,11 @@
  * the source where only RGB is filtered). A warp keeps its 16-byte column
  * of the tile through both passes and walks down it. One buffer: the next
  * tile's copies start once the outputs are out; the other blocks of the SM
- * (3 at the tiles the tool picks) cover the wait.
+ * (3 at the tiles the tool picks) cover the wait. The planar pass's tiles
+ * (2 blocks an SM) instead put the outputs into the row sums' low plane,
+ * behind the column pass, and start the next tile's copies as soon as the
+ * row pass is done, so that the copies run beside the column pass and the
+ * stores.
  *
  * Version ladder (8192x8192, H100, bench/NOTES.md, fifteenth round):
  *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
@@ -110,6 +114,19 @@
  *     tile is 64x64) 0.393 at 64x64, 0.387-0.402 at 32x128, and the tool's
  *     sweep (alpha copied) 0.415 against 0.430-0.438 at 80 registers. In
  *     the bench's table 0.420 -> 0.392 ms, 43.7% -> 46.6% of the copy.
+ *   9 (twenty-eighth round, in the bench on an H100, inputs rotated; the
+ *     planar tiles): the outputs in the row sums' low plane (output row r
+ *     of byte column c in that column's row r ^ c, mod 16: distinct banks
+ *     for the column pass's stores and the block's reads), the next tile's
+ *     copies issued right after the row pass: RGBA 31x31 at 64x64 0.394-
+ *     0.399 -> 0.360-0.361 ms, 0.390-0.391 -> 0.352-0.353 with alpha
+ *     filtered in the tool's sweep, 0.417-0.420 -> 0.410-0.412 with alpha
+ *     copied (ncu: stalls on long scoreboard 1.67 -> 0.32 cycles an issued
+ *     instruction, no eligible warp 56% -> 48% of the cycles, DRAM 45% ->
+ *     51%). The same for every tensor-core tile, 8 threads on 8 rows of a
+ *     piece in the stores (a warp 8 rows of 64 bytes), was slower: gray
+ *     31x31 0.099 -> 0.106, RGBA 15x15 0.323 -> 0.349, RGBA 31x31 with
+ *     alpha copied 0.411-0.414 -> 0.472-0.476; not kept for them.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -121,8 +138,9 @@
  * ~15 us against ~50: neither the tensor cores nor memory is the bound,
  * the issue of the ~0.75 instruction a pixel (ldmatrix, mma, the finish,
  * the copies) and the latency between a tile's phases are (ncu, RGBA
- * 31x31 on planes: issue 41% busy, 0.75 eligible warps a scheduler, no
- * eligible warp 56% of the cycles, DRAM 45%). */
+ * 31x31 on planes, version 8: issue 41% busy, 0.75 eligible warps a
+ * scheduler, no eligible warp 56% of the cycles, DRAM 45%; version 9: 0.92
+ * eligible warps, none 48% of the cycles, DRAM 51%). */
 
 /* 9x9 keeps the separable integer path (kSeparable4), which this one was
  * not measured against; box masks take their running or prefix sums, but
@@ -436,6 +454,15 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
     /* a warp's first pair of n-tiles (row pass) or row tile (column pass),
      * and its step: warps / mtiles of them run side by side */
     const int np0 = warp >> mshift, npstep = max(1, warps >> mshift);
+    /* The planar pass's tiles (128 bytes or more: a warp alone on each of
+     * its byte columns) put the outputs into the row sums' low plane behind
+     * the column pass (the 16 columns of row tile rt, of the warp's own
+     * rows, which no later row tile reads), not over the input rows: the
+     * next tile's copies then start as soon as the row pass is done, beside
+     * the column pass and the stores. Output row r of byte column c sits in
+     * its row r ^ c (mod 16), so that both the column pass's stores and the
+     * block's 16-byte reads fall on distinct banks. */
+    const bool outs_in_mid = conv2d_mma_planar(C, M) && planar && npstep == 1;
     /* the row pass's n-tile n, column j, is row 4 (j >> 1) + (j & 1) +
      * 2 (n ^ (j >> 2)) of its 16: a lane's sums of the two n-tiles are then
      * of 4 consecutive rows, one stmatrix word, and each ldmatrix's 8 rows
@@ -550,6 +577,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
             }
         }
         __syncthreads();
+        if (outs_in_mid) {  /* the input rows are free: the next tile's copies */
+            int nx = tx, ny = ty;
+            advance(nx, ny);
+            if (ny < tiles_y)
+                fetch(nx, ny);
+        }
 
         /* column pass: m-tile (16 output rows) of two n-tiles (8 output
          * bytes each); a warp keeps its byte columns cp and walks the row
@@ -562,8 +595,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                  * j = 2, 3 the high */
                 unsigned col = mid_s + mid_row(cp * 16 + (lane & 7)) + np0 * 16 + 16 * ((lane >> 3) & 1) +
                                (lane >> 4) * PLANE;
-                unsigned char *at = in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
-                for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += npstep * 16 * OP) {
+                const int x = (g ^ cp) & 15;  /* outs_in_mid: row g's place */
+                unsigned char *at = outs_in_mid ? mid + mid_row(cp * 16 + x) + 2 * q
+                                                : in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
+                const int at_row8 = outs_in_mid ? (x & 8 ? -ncol : ncol) : 8 * OP;
+                const int at_step = outs_in_mid ? 16 : npstep * 16 * OP;
+                for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += at_step) {
                     /* lo starts at the bits of the float 2^23 + 2^22: lo +
                      * 256 hi are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
                     int lo[2][4], hi[2][4] = {};
@@ -592,7 +629,7 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                         for (int i = 0; i < 4; i++)
                             o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
                         *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
-                        *reinterpret_cast<unsigned short *>(at + 8 * n + 8 * OP) =
+                        *reinterpret_cast<unsigned short *>(at + 8 * n + at_row8) =
                             (unsigned short)__byte_perm(o[2], o[3], 0x0040);
                     }
                 }
@@ -603,14 +640,19 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
         ((pick == f++ ? column_pass(finish) : void()), ...);
         __syncthreads();
 
-        /* the outputs: whole 16-byte pieces where the tile is inside the row */
+        /* the outputs: whole 16-byte pieces where the tile is inside the row;
+         * output row r's 16-byte piece c at outs + out_at(r, c) */
+        const unsigned char *const outs = outs_in_mid ? mid : in;
+        auto out_at = [&](int r, int c) {
+            return outs_in_mid ? mid_row(16 * c + ((r ^ c) & 15)) + (r & ~15) : r * OP + 16 * c;
+        };
         const int out_rows = min(TH, h.height - y0);
         const int out_bytes = (int)min((long long)TWB, row_bytes - x0b);
         if (vec_out && out_bytes == TWB) {
             const int ochunks = TWB / 16;
             for (int i = threadIdx.x; i < out_rows * ochunks; i += blockDim.x) {
                 const int r = i >> mshift, c = i & (ochunks - 1);
-                uint4 v = *reinterpret_cast<const uint4 *>(in + r * OP + 16 * c);
+                uint4 v = *reinterpret_cast<const uint4 *>(outs + out_at(r, c));
                 const long long at = (long long)(y0 + r) * row_bytes + x0b + 16 * c;
                 if constexpr (CF < C) {  /* RGBA, alpha copied */
                     const uint4 a = __ldg(reinterpret_cast<const uint4 *>(h.src + at));
@@ -625,12 +667,12 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
             for (int i = threadIdx.x; i < out_rows * out_bytes; i += blockDim.x) {
                 const int r = i / out_bytes, b = i - r * out_bytes;
                 const long long at = (long long)(y0 + r) * row_bytes + x0b + b;
-                h.dst[at] = CF < C && b % C >= CF ? h.src[at] : in[r * OP + b];
+                h.dst[at] = CF < C && b % C >= CF ? h.src[at] : outs[out_at(r, b >> 4) + (b & 15)];
             }
         }
         int nx = tx, ny = ty;
         advance(nx, ny);
-        if (ny < tiles_y) {
+        if (!outs_in_mid && ny < tiles_y) {
             __syncthreads();  /* the outputs are out of shared memory */
             fetch(nx, ny);
         }
