@@ -462,7 +462,7 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
      * the column pass and the stores. Output row r of byte column c sits in
      * its row r ^ c (mod 16), so that both the column pass's stores and the
      * block's 16-byte reads fall on distinct banks. */
-    const bool outs_in_mid = conv2d_mma_planar(C, M) && planar && npstep == 1;
+    const bool outs_in_mid = planar && npstep == 1;
     /* the row pass's n-tile n, column j, is row 4 (j >> 1) + (j & 1) +
      * 2 (n ^ (j >> 2)) of its 16: a lane's sums of the two n-tiles are then
      * of 4 consecutive rows, one stmatrix word, and each ldmatrix's 8 rows
