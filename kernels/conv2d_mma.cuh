@@ -127,6 +127,11 @@
  *     piece in the stores (a warp 8 rows of 64 bytes), was slower: gray
  *     31x31 0.099 -> 0.106, RGBA 15x15 0.323 -> 0.349, RGBA 31x31 with
  *     alpha copied 0.411-0.414 -> 0.472-0.476; not kept for them.
+ *     Twenty-ninth round: a __syncwarp between the column pass's loads
+ *     and its stores over them (racecheck: the order had held only by the
+ *     compiler's choice), in the planar kernels' code at compile time: 110
+ *     registers, 0.354-0.358 -> 0.355-0.358 ms; behind outs_in_mid 128
+ *     registers, 24 B spilled, 0.358-0.362 -> 0.381-0.382.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -615,6 +620,15 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
 #pragma unroll
                         for (int c = 0; c < S::NCH_COL; c++)
                             conv2d_ldmatrix<4>(bf[n][c], col + n * ncol + 32 * c);
+                    /* outs_in_mid: the stores below go over row sums that these
+                     * loads read for other lanes, and n = 0's outputs do not
+                     * depend on n = 1's loads: the sync puts the stores after
+                     * every load, for the compiler too (the ldmatrix asm names
+                     * no memory; racecheck reported the hazard). Tested at
+                     * compile time: behind outs_in_mid the kernels took 128
+                     * registers and spilled (110 and none so) */
+                    if constexpr (conv2d_mma_planar(C, M))
+                        __syncwarp();
 #pragma unroll
                     for (int c = 0; c < S::NCH_COL; c++)
 #pragma unroll
