@@ -156,8 +156,9 @@ for stage in "$@"; do
     sanitize)
         # the three files do not reach the tensor cores' tiles that keep
         # their outputs in shared memory behind the column pass (RGBA 27x27
-        # to 31x31 from 32 pixels wide): their own tests, 48 runs
-        mma_tests="tests/cli/test_oracle.py::test_cuda_direct_mma_planar tests/cli/test_oracle.py::test_cuda_direct_mma_tiles"
+        # to 31x31 from 32 pixels wide): their own tests, 50 runs, two of
+        # them with several tiles a block
+        mma_tests="tests/cli/test_oracle.py::test_cuda_direct_mma_planar tests/cli/test_oracle.py::test_cuda_direct_mma_planar_walk tests/cli/test_oracle.py::test_cuda_direct_mma_tiles"
         # SANITIZE_TOOLS: which of the three; SANITIZE_ARGS: more pytest options,
         # read with the shell's quoting (-k "a or b" stays one option value)
         eval "extra=(${SANITIZE_ARGS:-})"

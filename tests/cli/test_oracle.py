@@ -892,7 +892,7 @@ def sampled_gaussian(size, total):
     return np.rint(total / (sigma * math.sqrt(2 * math.pi)) * np.exp(-x * x / (2 * sigma * sigma))).astype(int)
 
 
-def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, tile=None):
+def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, tile=None, height=83):
     channels = 1 if layout == "gray" else 4
     row, column = sampled_gaussian(size, 128), sampled_gaussian(size, 120)
     assert row.sum() <= 257 and row.max() <= 255 and 255 * row.sum() * column.sum() < 2**22
@@ -905,7 +905,7 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
     text = format_matrix(weights, scale, 7 if scaling == "offset" else None)
     path = tmp_path / "g.mask"
     path.write_text(text)
-    img = random_image(rng, width, 83, channels)
+    img = random_image(rng, width, height, channels)
     img[:40, :40] = 255  # the largest sums
     img[43:, -40:] = 0
     return check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, MMA_PATH,
@@ -933,6 +933,18 @@ def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width
 @pytest.mark.parametrize("layout, scaling", [("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
 def test_cuda_direct_mma_planar(gf, rng, tmp_path, layout, scaling, size, border, width):
     check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling)
+
+
+# the planar tiles walking from one tile to the next, which the images of 83
+# rows above never reach (one tile a block): 640x480 in tiles of 32x16 is
+# 600 tiles, more than a device of fewer than 300 SMs holds blocks of the
+# path (2 an SM), so each block runs two or more (-v: "N tiles per block")
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("layout, scaling", [("rgba", "pow2"), ("rgba-filter-alpha", "odd")])
+def test_cuda_direct_mma_planar_walk(gf, rng, tmp_path, layout, scaling):
+    r = check_direct_mma(gf, rng, tmp_path, layout, 31, "reflect", 640, scaling, tile="32x16", height=480)
+    walk = re.search(r"(\d+) tiles? per block", r.err)
+    assert walk and int(walk.group(1)) >= 2, r.describe()
 
 
 # code compiled from PTX older than compute capability 8.0 (the default
