@@ -327,6 +327,8 @@
  *               95.1% of the copy against 256x64's 94.1-94.3%.
  *               Twenty-sixth round: the tensor-core path's RGBA tiles
  *               (conv2d_mma.cuh, step 7).
+ *               Thirty-first round: gray on the tensor cores from 19x19
+ *               at four blocks an SM (conv2d_mma.cuh, step 10).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -2977,6 +2979,22 @@ __global__ void __launch_bounds__(kMaxThreads, 3) conv2d_scan_kernel4(const fast
 
 constexpr int kMma4 = kBoxScan4 + 1;
 
+/* Blocks of 256 threads an SM the registers must allow (__launch_bounds__).
+ * The warps wait on the chain of a tile's phases, so more blocks an SM
+ * cover more of it. The row pass on channel planes (RGBA from 27x27) holds
+ * two at 110 registers: at three (80) it spilled 24 B and ran 1-5% slower
+ * (bench/NOTES.md, twenty-seventh round). Gray from 19x19 (two chunks of K
+ * in the column pass) holds four at 64 registers, no spill, where three
+ * took 70: its tiles of 128x64 (46 KB) fit four, and the occupancy rule
+ * gives it 128x64 either way (256x64 needs 86 KB). 31x31 0.100-0.101 ->
+ * 0.097 ms, box31 0.102-0.103 -> 0.098 (thirty-first round). Gray below
+ * 19x19 stays at three: its 256x64 (65 KB) holds three, and at four the
+ * rule took 128x64, about 5% slower (15x15). */
+__host__ __device__ constexpr int conv2d_mma_min_blocks(int C, int M)
+{
+    return conv2d_mma_planar(C, M) ? 2 : C == 1 && conv2d_mma_column_chunks(M) > 1 ? 4 : 3;
+}
+
 /* Masks of 11x11 to 31x31 that factor as a column times a row of integers
  * 0..255 whose sums stay in 16 bits (the row's weights sum to at most 257),
  * gray and RGBA: both passes as 8-bit integer products on the tensor cores
@@ -2988,11 +3006,9 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * path first) MODE_DIV_ODD's FADD and FFMA (S < 2^22: the plan checks
  * 255 d < 2^22); else conv2d_value.
  * A persistent grid: each block builds its Toeplitz fragments once and walks
- * tiles. The row pass on channel planes (RGBA from 27x27) holds two blocks
- * an SM at 128 registers: at three (80) it spilled 24 B and ran 1-5%
- * slower (bench/NOTES.md, twenty-seventh round). */
+ * tiles, as many blocks as an SM holds (conv2d_mma_min_blocks). */
 template <int C, int CF, int M>
-__global__ void __launch_bounds__(kMaxThreads, conv2d_mma_planar(C, M) ? 2 : 3)
+__global__ void __launch_bounds__(kMaxThreads, conv2d_mma_min_blocks(C, M))
     conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
 {
     const fast_header &h = a.h;

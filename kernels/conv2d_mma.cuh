@@ -43,7 +43,7 @@
  * the source where only RGB is filtered). A warp keeps its 16-byte column
  * of the tile through both passes and walks down it. One buffer: the next
  * tile's copies start once the outputs are out; the other blocks of the SM
- * (3 at the tiles the tool picks) cover the wait. The planar pass's tiles
+ * (3 at the tiles the tool picks, 4 on gray from 19x19) cover the wait. The planar pass's tiles
  * (2 blocks an SM) instead put the outputs into the row sums' low plane,
  * behind the column pass, and start the next tile's copies as soon as the
  * row pass is done, so that the copies run beside the column pass and the
@@ -132,6 +132,13 @@
  *     compiler's choice), in the planar kernels' code at compile time: 110
  *     registers, 0.354-0.358 -> 0.355-0.358 ms; behind outs_in_mid 128
  *     registers, 24 B spilled, 0.358-0.362 -> 0.381-0.382.
+ *  10 (thirty-first round, in the bench on an H100, inputs rotated, two
+ *     rounds side by side in one call): gray from 19x19 (two chunks of K
+ *     in the column pass) at four blocks an SM, registers 70 -> 64, no
+ *     spill, the tile 128x64 as before (conv2d_mma_min_blocks): gaussian31
+ *     0.100-0.101 -> 0.097 ms (50.7-51.5% -> 53.5-53.7% of the copy), box31
+ *     0.102-0.103 -> 0.098. Gray 11x11 to 17x17 stay at three: at four the
+ *     occupancy rule moved them from 256x64 to 128x64, about 5% slower.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +

@@ -986,18 +986,22 @@ def test_cuda_direct_mma_tiles(gf, rng, tmp_path, layout, tile):
     check_direct_mma(gf, rng, tmp_path, layout, 31, "reflect", DIRECT_WIDTHS[1], "pow2", tile=tile)
 
 
-# the automatic tile on the tensor cores: on RGBA the tallest of the rule's
-# width that holds two blocks an SM (on the H100 and H200, 228 KB of shared
-# memory an SM: 15x15 at 64x96, which ran 4-6% faster than the rule's
-# 64x64; 31x31, whose kernels take 128 registers and so 2 blocks an SM at
-# any tile, the rule's 64x64), on gray the rule's own
+# the automatic tile on the tensor cores, and the blocks an SM it holds: on
+# RGBA the tallest of the rule's width that holds two blocks an SM (on the
+# H100 and H200, 228 KB of shared memory an SM: 15x15 at 64x96, which ran
+# 4-6% faster than the rule's 64x64; 31x31, whose kernels take 110
+# registers and so 2 blocks an SM at any tile, the rule's 64x64), on gray
+# the rule's own: 256x64 to 17x17 (three blocks an SM), 128x64 from 19x19,
+# whose kernels hold four
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("layout, size, tile", [("rgba", 31, "64x64"), ("rgba-filter-alpha", 31, "64x64"),
-                                                ("rgba", 15, "64x96"), ("gray", 31, "128x64"),
-                                                ("gray", 15, "256x64")])
-def test_cuda_direct_mma_auto_tile(gf, rng, tmp_path, layout, size, tile):
+@pytest.mark.parametrize("layout, size, tile, blocks",
+                         [("rgba", 31, "64x64", 2), ("rgba-filter-alpha", 31, "64x64", 2), ("rgba", 15, "64x96", 2),
+                          ("gray", 31, "128x64", 4), ("gray", 19, "128x64", 4), ("gray", 17, "256x64", 3),
+                          ("gray", 15, "256x64", 3)])
+def test_cuda_direct_mma_auto_tile(gf, rng, tmp_path, layout, size, tile, blocks):
     r = check_direct_mma(gf, rng, tmp_path, layout, size, "reflect", DIRECT_WIDTHS[1], "pow2")
     assert f"({MMA_PATH}): tile {tile}, block 256 threads" in r.err, r.describe()
+    assert f"({blocks} blocks/SM)" in r.err, r.describe()
 
 
 # version 4's row streams (conv2d_stream.cuh): 3x3 masks of a column times
