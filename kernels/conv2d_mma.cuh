@@ -43,11 +43,11 @@
  * the source where only RGB is filtered). A warp keeps its 16-byte column
  * of the tile through both passes and walks down it. One buffer: the next
  * tile's copies start once the outputs are out; the other blocks of the SM
- * (3 at the tiles the tool picks, 4 on gray from 19x19) cover the wait. The planar pass's tiles
- * (2 blocks an SM) instead put the outputs into the row sums' low plane,
- * behind the column pass, and start the next tile's copies as soon as the
- * row pass is done, so that the copies run beside the column pass and the
- * stores.
+ * (3 at the tiles the tool picks, 4 on gray from 19x19) cover the wait.
+ * The planar pass's tiles (2 blocks an SM) instead put the outputs into
+ * the row sums' low plane, behind the column pass, and start the next
+ * tile's copies as soon as the row pass is done, so that the copies run
+ * beside the column pass and the stores.
  *
  * Version ladder (8192x8192, H100, bench/NOTES.md, fifteenth round):
  *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
