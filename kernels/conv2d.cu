@@ -2984,12 +2984,10 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * cover more of it. The row pass on channel planes (RGBA from 27x27) holds
  * two at 110 registers: at three (80) it spilled 24 B and ran 1-5% slower
  * (bench/NOTES.md, twenty-seventh round). Gray from 19x19 (two chunks of K
- * in the column pass) holds four at 64 registers, no spill, where three
- * took 70: its tiles of 128x64 (46 KB) fit four, and the occupancy rule
- * gives it 128x64 either way (256x64 needs 86 KB). 31x31 0.100-0.101 ->
- * 0.097 ms, box31 0.102-0.103 -> 0.098 (thirty-first round). Gray below
- * 19x19 stays at three: its 256x64 (65 KB) holds three, and at four the
- * rule took 128x64, about 5% slower (15x15). */
+ * in the column pass) holds four at 64 registers, no spill: its 128x64
+ * tiles (46 KB) fit four, and the occupancy rule gives it 128x64 either
+ * way (256x64 needs 86 KB). Gray below 19x19 keeps three and its 256x64
+ * (65 KB). The measurements: conv2d_mma.cuh, step 10. */
 __host__ __device__ constexpr int conv2d_mma_min_blocks(int C, int M)
 {
     return conv2d_mma_planar(C, M) ? 2 : C == 1 && conv2d_mma_column_chunks(M) > 1 ? 4 : 3;
