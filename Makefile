@@ -88,7 +88,7 @@ $(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),-fno-sanitize=shift)
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
-$(KERNEL_BUILD)/obj/conv2d.o: kernels/conv2d_mma.cuh
+$(KERNEL_BUILD)/obj/conv2d.o: kernels/conv2d_mma.cuh kernels/conv2d_stream.cuh
 
 $(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 	mkdir -p $@

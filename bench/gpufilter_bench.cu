@@ -171,7 +171,7 @@ static void usage(FILE *out)
             "                    repeatable (default 32x8, and for the direct version\n"
             "                    the widest Wx64 that it runs with 256 threads on its\n"
             "                    first path, among those of the most blocks an SM, or\n"
-            "                    the tile measured faster for that path: 512x16 for\n"
+            "                    the tile measured faster for that path: 512x8 for\n"
             "                    the RGBA row streams, the tallest that holds two\n"
             "                    blocks an SM for RGBA on the tensor cores; see\n"
             "                    kernels.h for what the tile means to each version)\n"
@@ -364,11 +364,11 @@ static int blocks_per_sm(int version, const conv2d_launch *q)
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
  * direct version: the widest Wx64 it runs on the first arithmetic path that
  * such a tile runs, conv2d_path_rank, as the tool's automatic tile keeps to
- * it, with the most threads (256 but for the gray row streams, whose 3x3
- * kernels run 16 x 4 threads at 256x64, 32 x 4 at 512x64), among those of
+ * it, with the most threads (256: the gray row streams' 3x3 kernels run
+ * 32 x 8 threads at 512x64), among those of
  * the most blocks an SM: the tensor-core path's shared memory grows with
  * the tile), or the tile conv2d_preferred_tile names for that path (the
- * RGBA row streams: 512x16; RGBA on the tensor cores: the tallest tile of
+ * RGBA row streams: 512x8; RGBA on the tensor cores: the tallest tile of
  * that width holding two blocks an SM), as the tool's automatic tile takes
  * it. */
 static void tile_of(int version, conv2d_launch *q)

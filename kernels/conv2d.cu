@@ -329,6 +329,18 @@
  *               (conv2d_mma.cuh, step 7).
  *               Thirty-first round: gray on the tensor cores from 19x19
  *               at four blocks an SM (conv2d_mma.cuh, step 10).
+ *               Thirty-second round: the row streams walk bands of 8
+ *               rows (16 before) and prefetch both rows of the next
+ *               batch (its first only before). Standalone side-by-side
+ *               runs (H100, 8192x8192, the streams' kernel itself):
+ *               RGBA gaussian3 0.194 -> 0.189 ms (95% -> 98% of the
+ *               copy), gray at 256x64 0.0563 -> 0.0546 (92% -> 95%);
+ *               bands of 8 alone gave RGBA 97%, the second prefetch
+ *               alone nothing. The RGBA automatic tile is now 512x8.
+ *               The bench, side by side with the kernels before (two
+ *               rounds in one call): RGBA box3 0.195 -> 0.189-0.191 ms
+ *               (2.94-2.95x -> 3.02-3.05x NPP), gaussian3 0.194-0.203 ->
+ *               0.189-0.191 (2.84-2.96x -> 3.00-3.04x).
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -4459,11 +4471,12 @@ static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, cons
     return 0;
 }
 
-/* RGBA row streams: one band of 128 lanes a block (512x16), which ran
- * 0.6-0.9% faster than the occupancy rule's 256x64 (64 lanes, 4 bands) in
- * five side-by-side runs; gray showed no difference between the shapes
- * (bench/NOTES.md, twenty-fifth round). The tensor cores on RGBA: taller
- * tiles (conv2d_mma_preferred_height). */
+/* RGBA row streams: one band of 128 lanes a block (512x8), which ran
+ * 1.0-1.7% faster than the occupancy rule's 128x64 (32 lanes, 8 bands) in
+ * nine side-by-side runs of 4096 to 16384 rows (bench/NOTES.md,
+ * twenty-fifth and thirty-second rounds); gray showed no steady difference
+ * between the shapes. The tensor cores on RGBA: taller tiles
+ * (conv2d_mma_preferred_height). */
 extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
 {
     conv2d_plan pl, preferred;

@@ -16,9 +16,14 @@
  * turn, so that the halo rows two bands share are read by both at about
  * the same time (L2 hits, as the prefix sums' strips, nineteenth round).
  * Each batch of kStreamAhead4 rows loaded also prefetches the next batch's
- * first row into L2: the registers hold two rows ahead (64 a thread, four
- * blocks of 256 an SM; a third row spilled), the prefetch puts a third in
- * flight without one (twenty-fourth round).
+ * rows into L2: the registers hold two rows ahead (64 a thread, four
+ * blocks of 256 an SM; a third row spilled), the prefetches put more in
+ * flight without one (twenty-fourth round: the next batch's first row;
+ * thirty-second round: both of its rows). Bands are 8 rows (16 until the
+ * thirty-second round): RGBA 8192x8192 at 512x8 ran at 98% of the copy
+ * where bands of 16 at 512x16 ran at 95%, gray at 256x64 at 95% against
+ * 92-93%. The gain was the same share at 4096, 8192 and 16384 rows, so it
+ * is not the grid's last wave; it was not profiled further.
  *
  * Arithmetic: bytes unpacked into 16-bit lanes of 32-bit registers (PRMT:
  * gray pixels 4k, 4k+2 and 4k+1, 4k+3; RGBA channels R, B and G, A), the
@@ -34,7 +39,7 @@
  * their sum at most the scale), so no clamp. */
 
 constexpr int kStream4 = kMma4 + 1;  /* + the weights' shape (kStreamBinomial...) */
-constexpr int kStreamRows4 = 16;  /* rows a thread walks: its tile's height is a multiple */
+constexpr int kStreamRows4 = 8;  /* rows a thread walks: its tile's height is a multiple */
 constexpr int kStreamAhead4 = 2;  /* rows loaded before the outputs that need them */
 constexpr int kStreamShuffle = -2;  /* a neighbour taken from the lane beside */
 
@@ -245,13 +250,16 @@ __global__ void __launch_bounds__(kMaxThreads, 4) conv2d_stream_kernel4(const __
     const ptrdiff_t step = up ? -(ptrdiff_t)pitch : (ptrdiff_t)pitch;
     for (int i = 0; i < steps; i += kStreamAhead4) {
         stream_row4 next[kStreamAhead4];
-        /* the next batch's first row into L2 now: one row more in flight a
-         * thread, without a register (bench/NOTES.md, twenty-fourth round) */
-        if (i + 1 + kStreamAhead4 <= steps) {
-            const unsigned char *p = row_at(i + 1 + kStreamAhead4);
-            if (p)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + xl));
-        }
+        /* the next batch's rows into L2 now: more in flight a thread,
+         * without a register (bench/NOTES.md, twenty-fourth and
+         * thirty-second rounds) */
+#pragma unroll
+        for (int k = 0; k < kStreamAhead4; k++)
+            if (i + 1 + kStreamAhead4 + k <= steps) {
+                const unsigned char *p = row_at(i + 1 + kStreamAhead4 + k);
+                if (p)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + xl));
+            }
 #pragma unroll
         for (int j = 0; j < kStreamAhead4; j++)
             next[j] = conv2d_stream_load4<C>(row_at(i + 1 + j), xl, left_at, right_at, seg);

@@ -128,7 +128,7 @@ const char *conv2d_direct_path(const conv2d_launch *p);
  * a later one, so the automatic tile keeps to the lowest rank. */
 int conv2d_path_rank(int version, const conv2d_launch *p);
 /* A tile measured faster than the automatic rule's for the path this
- * launch runs on (version 4's RGBA row streams: 512x16; RGBA on the tensor
+ * launch runs on (version 4's RGBA row streams: 512x8; RGBA on the tensor
  * cores: the tallest tile of the launch's width, up to 128 rows, that holds
  * two blocks an SM): 1 and the tile, which runs the same kernel, or 0 where
  * the rule stands. The caller checks that the tile launches on its device. */

@@ -279,7 +279,7 @@ static int parse_devices(const char *s, gf_job *j)
 }
 
 /* The largest tile any kernel version takes: version 4's row streams at
- * 512x64 (gray: 32 x 4 threads of 16 pixels by 16 rows; the sweep's widest
+ * 512x64 (gray: 32 x 8 threads of 16 pixels by 8 rows; the sweep's widest
  * and tallest). Versions 2 and 3 compute up to 16 pixels per thread, 256
  * threads a block; each version checks its own tiles when it runs. */
 #define GF_TILE_MAX_PIXELS 32768  /* the usage message below names it */

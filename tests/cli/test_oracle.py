@@ -1022,9 +1022,9 @@ STREAM_MASKS = {
     "lane-full-257": ([0, 1, 0], [100, 57, 100], 257),
 }
 # widths of 33 and 65 words (the last group of lanes mostly past the
-# image), heights across bands of 16 rows (one row; a band and a row; a
-# band walking up cut short)
-STREAM_SIZES = {"gray": [(528, 50), (1040, 17), (16, 1)], "rgba": [(132, 50), (260, 17), (4, 1)]}
+# image), heights across bands of 8 rows (a band walking up cut short;
+# two bands and a row walking down; one row)
+STREAM_SIZES = {"gray": [(528, 42), (1040, 17), (16, 1)], "rgba": [(132, 42), (260, 17), (4, 1)]}
 
 
 def outer_mask(tmp_path, name, column, row, scale):
@@ -1066,22 +1066,22 @@ def test_cuda_direct_stream_sizes(gf, rng, tmp_path, layout, name, index, border
 
 
 # its tiles: groups of 8, 16 and 32 lanes, whole warps side by side, and 1
-# to 4 bands a block
+# to 8 bands a block
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("layout, tile", [("gray", "128x16"), ("gray", "256x64"), ("gray", "512x16"),
+@pytest.mark.parametrize("layout, tile", [("gray", "128x16"), ("gray", "256x64"), ("gray", "512x8"),
                                           ("gray", "512x64"), ("gray", "1024x32"),
                                           ("rgba", "32x16"), ("rgba", "64x32"), ("rgba", "128x64"),
-                                          ("rgba", "256x64"), ("rgba", "512x32")])
+                                          ("rgba", "256x32"), ("rgba", "512x16")])
 def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile):
     size = STREAM_SIZES[layout][0]
     check_direct_stream(gf, rng, tmp_path, layout, "asymmetric", "mirror", (size[0], 83),
                         ["--tile", tile])
 
 
-# the automatic tile: on RGBA one band of 128 lanes a block (512x16, which
-# ran faster than the occupancy rule's 256x64), on gray the rule's own
+# the automatic tile: on RGBA one band of 128 lanes a block (512x8, which
+# ran faster than the occupancy rule's 128x64), on gray the rule's own
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("layout, tile, threads", [("gray", "256x64", 64), ("rgba", "512x16", 128)])
+@pytest.mark.parametrize("layout, tile, threads", [("gray", "256x64", 128), ("rgba", "512x8", 128)])
 def test_cuda_direct_stream_auto_tile(gf, rng, tmp_path, layout, tile, threads):
     channels = 1 if layout == "gray" else 4
     img = random_image(rng, 1040 if layout == "gray" else 1036, 70, channels)
@@ -1095,8 +1095,9 @@ def test_cuda_direct_stream_auto_tile(gf, rng, tmp_path, layout, tile, threads):
 
 # masks and images it does not take go to the paths before it: rows not of
 # whole 16-byte words, an even scale not a power of two, a sum past 16-bit
-# lanes, a negative weight, a tile of fewer than 8 lanes or not of whole
-# bands
+# lanes, a negative weight, a tile of fewer than 8 lanes (a tile of part of
+# a band, fewer than 8 rows, fits none of the direct paths of a 3x3 mask,
+# whose threads compute 8 rows too)
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("case, width, weights, scale, tile, kind", [
     ("width", 530, ([1, 2, 1], [1, 2, 1]), 16, None, "DP4A, no clamp"),
@@ -1104,7 +1105,6 @@ def test_cuda_direct_stream_auto_tile(gf, rng, tmp_path, layout, tile, threads):
     ("lane-past-16-bits", 528, ([0, 1, 0], [100, 58, 100]), 259, None, "DP4A, no clamp"),
     ("negative", 528, ([1, 2, 1], [-1, 0, 1]), 4, None, "DP4A"),
     ("narrow-tile", 528, ([1, 2, 1], [1, 2, 1]), 16, "64x16", "DP4A, no clamp"),
-    ("short-tile", 528, ([1, 2, 1], [1, 2, 1]), 16, "256x8", "DP4A, no clamp"),
 ])
 def test_cuda_direct_stream_not_taken(gf, rng, tmp_path, case, width, weights, scale, tile, kind):
     path, text = outer_mask(tmp_path, case, *weights, scale)
