@@ -364,10 +364,9 @@ static int blocks_per_sm(int version, const conv2d_launch *q)
 /* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
  * direct version: the widest Wx64 it runs on the first arithmetic path that
  * such a tile runs, conv2d_path_rank, as the tool's automatic tile keeps to
- * it, with the most threads (256: the gray row streams' 3x3 kernels run
- * 32 x 8 threads at 512x64), among those of
- * the most blocks an SM: the tensor-core path's shared memory grows with
- * the tile), or the tile conv2d_preferred_tile names for that path (the
+ * it, with the most threads (at most 256), among those of the most blocks
+ * an SM: the tensor-core path's shared memory grows with the tile), or
+ * the tile conv2d_preferred_tile names for that path (the
  * RGBA row streams: 512x8; RGBA on the tensor cores: the tallest tile of
  * that width holding two blocks an SM), as the tool's automatic tile takes
  * it. */
