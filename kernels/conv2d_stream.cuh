@@ -20,10 +20,10 @@
  * blocks of 256 an SM; a third row spilled), the prefetches put more in
  * flight without one (twenty-fourth round: the next batch's first row;
  * thirty-second round: both of its rows). Bands are 8 rows (16 until the
- * thirty-second round): RGBA 8192x8192 at 512x8 ran at 98% of the copy
- * where bands of 16 at 512x16 ran at 95%, gray at 256x64 at 95% against
- * 92-93%. The gain was the same share at 4096, 8192 and 16384 rows, so it
- * is not the grid's last wave; it was not profiled further.
+ * thirty-second round), which ran faster on RGBA and gray alike; the
+ * figures are in conv2d.cu's ladder. The gain kept its share from 4096 to
+ * 16384 rows, so it is not the grid's last wave; the cause was not
+ * profiled.
  *
  * Arithmetic: bytes unpacked into 16-bit lanes of 32-bit registers (PRMT:
  * gray pixels 4k, 4k+2 and 4k+1, 4k+3; RGBA channels R, B and G, A), the
