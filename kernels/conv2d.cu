@@ -341,6 +341,11 @@
  *               rounds in one call): RGBA box3 0.195 -> 0.189-0.191 ms
  *               (2.94-2.95x -> 3.02-3.05x NPP), gaussian3 0.194-0.203 ->
  *               0.189-0.191 (2.84-2.96x -> 3.00-3.04x).
+ *               Thirty-third round: the streams' blocks may have up to
+ *               1024 threads (__launch_bounds__(1024, 1), the same 64
+ *               registers as four blocks of 256 an SM, the same SASS),
+ *               so that the tiles bands of 8 rows made larger than 256
+ *               threads (RGBA 256x64, 512x32) run them again.
  *
  *   P x Q per instantiation (version 2): 3x3 one matrix, 5x5, 7x7: 4 x 4;
  *   3x3 two matrices: 2 x 4; generic one or two matrices: 1 x 8; three or
@@ -348,7 +353,7 @@
  *   the block's output pixels per step: blocks of (tw / Q, th / P) threads
  *   (version 3: (tw, th / 8)), tw a multiple of 8, th of 4 (version 3: 8),
  *   at most 256 threads (registers capped at 96 where that spills nothing,
- *   else 128).
+ *   else 128; version 4's row streams: at most 1024).
  *
  * Roofline budget (per output pixel, C channels, K matrices, T = w*h taps)
  *   bytes: C read + C written (each input read once, each output written
@@ -4230,7 +4235,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     const bool mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
     const int nx = TW / Q, ny = TH / P;
     const int threads = mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
-    if (threads < 1 || threads > kMaxThreads)
+    const bool stream = version == 4 && conv2d_stream4(pl->v->ws);
+    if (threads < 1 || threads > (stream ? kStreamMaxThreads : kMaxThreads))
         return false;
     pl->block = mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
 

@@ -16,8 +16,8 @@
  * turn, so that the halo rows two bands share are read by both at about
  * the same time (L2 hits, as the prefix sums' strips, nineteenth round).
  * Each batch of kStreamAhead4 rows loaded also prefetches the next batch's
- * rows into L2: the registers hold two rows ahead (64 a thread, four
- * blocks of 256 an SM; a third row spilled), the prefetches put more in
+ * rows into L2: the registers hold two rows ahead (64 a thread, 1024
+ * threads an SM; a third row spilled), the prefetches put more in
  * flight without one (twenty-fourth round: the next batch's first row;
  * thirty-second round: both of its rows). Bands are 8 rows (16 until the
  * thirty-second round), which ran faster on RGBA and gray alike; the
@@ -41,6 +41,11 @@
 constexpr int kStream4 = kMma4 + 1;  /* + the weights' shape (kStreamBinomial...) */
 constexpr int kStreamRows4 = 8;  /* rows a thread walks: its tile's height is a multiple */
 constexpr int kStreamAhead4 = 2;  /* rows loaded before the outputs that need them */
+/* Threads a block may have: the register cap of one block of 1024 an SM is
+ * that of four of 256 (64 a thread), and ptxas gives the same SASS for
+ * both, so any tile up to the CUDA limit runs (RGBA 256x64, 512 threads,
+ * at bands of 8 rows) at no cost to the automatic tiles' kernels. */
+constexpr int kStreamMaxThreads = 1024;
 constexpr int kStreamShuffle = -2;  /* a neighbour taken from the lane beside */
 
 /* One row of a thread's column: its 16 bytes, and the pixels left and
@@ -188,7 +193,7 @@ __device__ __forceinline__ uint4 conv2d_stream_outputs4(const stream_lanes4 &a, 
  * tile each block; a.w: the column's and the row's weights (words 0..5),
  * the rounding's constants (6..8; conv2d_stream_round4). */
 template <int C, int CF, int MODE4, int SHAPE>
-__global__ void __launch_bounds__(kMaxThreads, 4) conv2d_stream_kernel4(const __grid_constant__ fast_args<16> a)
+__global__ void __launch_bounds__(kStreamMaxThreads, 1) conv2d_stream_kernel4(const __grid_constant__ fast_args<16> a)
 {
     const fast_header &h = a.h;
     unsigned w[9];

@@ -65,10 +65,10 @@ typedef struct {
      *     0..255 whose sums fit 16 bits, in range, over a power of two up
      *     to 256 or an odd integer below 32768: gaussian3, box3; gray and
      *     RGBA rows of whole 16-byte words in 16-byte aligned buffers) take
-     *     (tile_width * channels / 16) x (tile_height / 16) threads, each
-     *     16 bytes of 16 rows: tile_width * channels / 16 a power of two
-     *     from 8, tile_height a multiple of 16; other tiles run the paths
-     *     after it.
+     *     (tile_width * channels / 16) x (tile_height / 8) threads, each
+     *     16 bytes of 8 rows: tile_width * channels / 16 a power of two
+     *     from 8, tile_height a multiple of 8, at most 1024 threads; other
+     *     tiles run the paths after it.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */

@@ -1042,8 +1042,8 @@ def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
     img[:9, :9] = 255  # the largest sums
     img[-5:, -7:] = 0
     path, text = outer_mask(tmp_path, name, *STREAM_MASKS[name])
-    check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, STREAM_PATH,
-                        "row streams", list(args))
+    return check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border, STREAM_PATH,
+                               "row streams", list(args))
 
 
 @pytest.mark.cuda_only
@@ -1065,17 +1065,20 @@ def test_cuda_direct_stream_sizes(gf, rng, tmp_path, layout, name, index, border
                         STREAM_SIZES["gray" if layout == "gray" else "rgba"][index])
 
 
-# its tiles: groups of 8, 16 and 32 lanes, whole warps side by side, and 1
-# to 8 bands a block
+# its tiles: groups of 8, 16 and 32 lanes, whole warps side by side, 1 to
+# 8 bands a block, and blocks of more than 256 threads up to the 1024 of a
+# block (RGBA 256x64 and 512x32: 512; 512x64: 1024)
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("layout, tile", [("gray", "128x16"), ("gray", "256x64"), ("gray", "512x8"),
-                                          ("gray", "512x64"), ("gray", "1024x32"),
-                                          ("rgba", "32x16"), ("rgba", "64x32"), ("rgba", "128x64"),
-                                          ("rgba", "256x32"), ("rgba", "512x16")])
-def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile):
+@pytest.mark.parametrize("layout, tile, threads", [
+    ("gray", "128x16", 16), ("gray", "256x64", 128), ("gray", "512x8", 32), ("gray", "512x64", 256),
+    ("gray", "1024x32", 256), ("rgba", "32x16", 16), ("rgba", "64x32", 64), ("rgba", "128x64", 256),
+    ("rgba", "256x32", 256), ("rgba", "512x16", 256), ("rgba", "256x64", 512), ("rgba", "512x32", 512),
+    ("rgba", "512x64", 1024)])
+def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile, threads):
     size = STREAM_SIZES[layout][0]
-    check_direct_stream(gf, rng, tmp_path, layout, "asymmetric", "mirror", (size[0], 83),
-                        ["--tile", tile])
+    r = check_direct_stream(gf, rng, tmp_path, layout, "asymmetric", "mirror", (size[0], 83),
+                            ["--tile", tile])
+    assert f"tile {tile}, block {threads} threads" in r.err, r.describe()
 
 
 # the automatic tile: on RGBA one band of 128 lanes a block (512x8, which
