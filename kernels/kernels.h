@@ -67,8 +67,8 @@ typedef struct {
      *     RGBA rows of whole 16-byte words in 16-byte aligned buffers) take
      *     (tile_width * channels / 16) x (tile_height / 8) threads, each
      *     16 bytes of 8 rows: tile_width * channels / 16 a power of two
-     *     from 8, tile_height a multiple of 8, at most 1024 threads; other
-     *     tiles run the paths after it.
+     *     from 8, tile_height a multiple of 8 (blocks of up to 1024
+     *     threads); tiles of other shapes run the paths after it.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
