@@ -4233,10 +4233,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         return false;
     const int P = pl->v->P, Q = pl->v->Q;
     const bool mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
+    const bool row_streams = version == 4 && conv2d_stream4(pl->v->ws);  /* blocks of up to 1024 */
     const int nx = TW / Q, ny = TH / P;
     const int threads = mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
-    const bool stream = version == 4 && conv2d_stream4(pl->v->ws);
-    if (threads < 1 || threads > (stream ? kStreamMaxThreads : kMaxThreads))
+    if (threads < 1 || threads > (row_streams ? kStreamMaxThreads : kMaxThreads))
         return false;
     pl->block = mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
 
@@ -4246,7 +4246,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.lq = (L + Q - 1) / Q;
     if (mma) {
         pl->shared = conv2d_mma_shared(C, mw, TW, TH);
-    } else if (version == 4 && (pl->v->ws == kBoxScan4 || conv2d_stream4(pl->v->ws))) {
+    } else if (row_streams || (version == 4 && pl->v->ws == kBoxScan4)) {
         /* registers and shuffles only */
         pl->shared = 0;
     } else if (version == 4) {  /* each thread's ring of rows */
@@ -4311,7 +4311,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     if (version == 4 && pl->v->ws) {
         prescale = facts->prescalable;
         pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
-                 : conv2d_stream4(pl->v->ws) ? conv2d_pack_stream(facts->row, facts->column, p->scale[0], pl->w)
+                 : row_streams ? conv2d_pack_stream(facts->row, facts->column, p->scale[0], pl->w)
                  : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
                                                 : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
@@ -4361,7 +4361,7 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         return conv2d_scan_grid4(p, pl, threads);
     if (mma)
         return conv2d_mma_grid(p, pl, threads);
-    if (version == 4 && conv2d_stream4(pl->v->ws)) {  /* a tile a block */
+    if (row_streams) {  /* a tile a block */
         h.steps = 1;
         h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
         pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
@@ -4478,10 +4478,12 @@ static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, cons
 }
 
 /* RGBA row streams: one band of 128 lanes a block (512x8), which ran
- * 1.0-1.7% faster than the occupancy rule's 128x64 (32 lanes, 8 bands) in
- * nine side-by-side runs of 4096 to 16384 rows (bench/NOTES.md,
- * twenty-fifth and thirty-second rounds); gray showed no steady difference
- * between the shapes. The tensor cores on RGBA: taller tiles
+ * 1.0-1.7% faster than 128x64 (32 lanes, 8 bands) in nine side-by-side
+ * runs of 4096 to 16384 rows, and 3% faster than 256x64 (64 lanes, 8
+ * bands, 512 threads), the occupancy rule's own tile since the streams
+ * take blocks of up to 1024 threads (bench/NOTES.md, twenty-fifth,
+ * thirty-second and thirty-third rounds); gray showed no steady
+ * difference between the shapes. The tensor cores on RGBA: taller tiles
  * (conv2d_mma_preferred_height). */
 extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
 {

@@ -1082,7 +1082,8 @@ def test_cuda_direct_stream_tiles(gf, rng, tmp_path, layout, tile, threads):
 
 
 # the automatic tile: on RGBA one band of 128 lanes a block (512x8, which
-# ran faster than the occupancy rule's 128x64), on gray the rule's own
+# ran faster than 128x64 and than the occupancy rule's own 256x64), on gray
+# the rule's own
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("layout, tile, threads", [("gray", "256x64", 128), ("rgba", "512x8", 128)])
 def test_cuda_direct_stream_auto_tile(gf, rng, tmp_path, layout, tile, threads):
@@ -1114,6 +1115,20 @@ def test_cuda_direct_stream_not_taken(gf, rng, tmp_path, case, width, weights, s
     img = random_image(rng, width, 40, 1)
     check_direct_layout(gf, tmp_path, img, 1, path, text, "gray", "nearest", kind, case,
                         ["--tile", tile] if tile else [])
+
+
+# a tile of part of a band (a height not a multiple of 8) runs none of the
+# direct paths of a 3x3 mask, whose threads all compute 8 rows: --kernel
+# direct refuses it as bad usage, naming the tile, and writes nothing
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("layout, tile", [("gray", "256x12"), ("rgba", "512x4")])
+def test_cuda_direct_stream_part_band_refused(gf, rng, tmp_path, layout, tile):
+    img = random_image(rng, 528 if layout == "gray" else 132, 40, 1 if layout == "gray" else 4)
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "refused.png"
+    r = gf.run("--backend", "cuda", "-m", "gaussian3", "--kernel", "direct", "--tile", tile, src, out)
+    assert r.rc == 2 and f"tile {tile} does not suit the direct kernel" in r.err, r.describe()
+    assert not out.exists(), r.describe()
 
 
 # --tile sweep: every candidate tile timed or named as one that cannot
