@@ -18,7 +18,7 @@ ifeq ($(SANITIZE),1)
 BUILD       ?= build-sanitize
 # AddressSanitizer and UndefinedBehaviorSanitizer on the host code; the first
 # report ends the program with a failure, so the test suites fail on it.
-SANITIZER_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANITIZER_FLAGS = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 # a small quarantine, so that peak memory stays near the real build's (a test bounds it)
 export ASAN_OPTIONS ?= detect_leaks=1:abort_on_error=0:allocator_may_return_null=1:quarantine_size_mb=8
 export UBSAN_OPTIONS ?= print_stacktrace=1
@@ -57,8 +57,8 @@ CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
 
-HOST_SRC   = util.c image.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
-CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o jpeg_turbo.o stb_impl.o mask.o)
+HOST_SRC   = util.c image.c image_write.c image_limits.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o image_write.o image_limits.o jpeg_turbo.o stb_impl.o mask.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
 # The kernels carry no host sanitizer, so every build shares build/'s
 # (compiling conv2d.cu takes minutes).
@@ -166,11 +166,11 @@ clean:
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_BUILD    = build-fuzz
-FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
-FUZZ_SRC      = util image jpeg_turbo stb_impl mask tone options pipeline backend_cpu
+FUZZ_SRC      = util image image_write image_limits jpeg_turbo stb_impl mask tone options pipeline backend_cpu
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o
 FUZZ_TARGETS  = mask image options
 

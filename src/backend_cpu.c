@@ -24,7 +24,7 @@ static unsigned char finish_value(const double *sums, const gf_mask *mask)
     if (mask->combine == GF_COMBINE_MAGNITUDE)
         v = sqrt(v);
     v = nearbyint(v);  /* the default rounding mode: half to even */
-    return (unsigned char)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
+    return (unsigned char)(v > 0.0 ? (v < 255.0 ? v : 255.0) : 0.0);  /* a NaN gives 0 */
 }
 
 void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,

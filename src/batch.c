@@ -154,61 +154,80 @@ static int compare_keyed(const void *a, const void *b)
     return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
 }
 
-/* Refuse two inputs with one output, and an output that is an input. */
-static int check_collisions(const gf_batch *batch)
+/* Two inputs with one output name. */
+static int check_shared_outputs(const gf_batch *batch)
 {
     size_t n = batch->count;
     keyed *outputs = calloc(n ? n : 1, sizeof *outputs);
-    keyed *inputs = calloc(n ? n : 1, sizeof *inputs);
-    char **real_inputs = calloc(n ? n : 1, sizeof *real_inputs);
-    int status = -1;
-    if (!outputs || !inputs || !real_inputs) {
+    if (!outputs) {
         gf_set_error("out of memory");
-        goto done;
+        return -1;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         outputs[i] = (keyed){batch->items[i].output, i};
-        real_inputs[i] = realpath(batch->items[i].input, NULL);
-        inputs[i] = (keyed){real_inputs[i] ? real_inputs[i] : batch->items[i].input, i};
-    }
     qsort(outputs, n, sizeof *outputs, compare_keyed);
-    for (size_t i = 1; i < n; i++)
+    int status = 0;
+    for (size_t i = 1; i < n && status == 0; i++)
         if (strcmp(outputs[i].key, outputs[i - 1].key) == 0) {
             gf_set_error("%s and %s would both be written to %s; use separate runs or --suffix",
                          batch->items[outputs[i - 1].item].input, batch->items[outputs[i].item].input,
                          outputs[i].key);
-            goto done;
+            status = -1;
         }
-    qsort(inputs, n, sizeof *inputs, compare_keyed);
-    for (size_t i = 0; i < n; i++) {
-        /* the output's folder exists by now, so its real path is known */
-        char *out_dir_real = NULL, *slash = strrchr(outputs[i].key, '/');
-        char folder[PATH_MAX];
-        snprintf(folder, sizeof folder, "%.*s", (int)(slash - outputs[i].key), outputs[i].key);
-        out_dir_real = realpath(folder, NULL);
-        if (!out_dir_real)
-            continue;
-        char real_output[PATH_MAX * 2];
-        snprintf(real_output, sizeof real_output, "%s/%s", out_dir_real, slash + 1);
-        free(out_dir_real);
-        keyed probe = {real_output, 0};
-        keyed *hit = bsearch(&probe, inputs, n, sizeof *inputs, compare_keyed);
-        if (hit) {
-            gf_set_error("%s: the output of %s would overwrite the input %s",
-                         outputs[i].key, batch->items[outputs[i].item].input,
-                         batch->items[hit->item].input);
-            goto done;
-        }
-    }
-    status = 0;
-done:
-    if (real_inputs)
-        for (size_t i = 0; i < n; i++)
-            free(real_inputs[i]);
-    free(real_inputs);
-    free(inputs);
     free(outputs);
     return status;
+}
+
+typedef struct {
+    dev_t device;
+    ino_t inode;
+    size_t item;
+} file_id;
+
+static int compare_file_id(const void *a, const void *b)
+{
+    const file_id *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->inode < y->inode ? -1 : x->inode > y->inode;
+}
+
+/* An output that is an input: the same file, compared by device and inode,
+ * so that a symbolic or hard link to an input counts as the input. An
+ * output that does not exist yet cannot be one. */
+static int check_outputs_onto_inputs(const gf_batch *batch)
+{
+    size_t n = batch->count, known = 0;
+    file_id *inputs = calloc(n ? n : 1, sizeof *inputs);
+    if (!inputs) {
+        gf_set_error("out of memory");
+        return -1;
+    }
+    struct stat st;
+    for (size_t i = 0; i < n; i++)
+        if (stat(batch->items[i].input, &st) == 0)
+            inputs[known++] = (file_id){st.st_dev, st.st_ino, i};
+    qsort(inputs, known, sizeof *inputs, compare_file_id);
+    int status = 0;
+    for (size_t i = 0; i < n && status == 0; i++) {
+        if (stat(batch->items[i].output, &st) < 0)
+            continue;
+        file_id probe = {st.st_dev, st.st_ino, 0};
+        const file_id *hit = bsearch(&probe, inputs, known, sizeof *inputs, compare_file_id);
+        if (hit) {
+            gf_set_error("%s: the output of %s would overwrite the input %s",
+                         batch->items[i].output, batch->items[i].input,
+                         batch->items[hit->item].input);
+            status = -1;
+        }
+    }
+    free(inputs);
+    return status;
+}
+
+static int check_collisions(const gf_batch *batch)
+{
+    return check_shared_outputs(batch) < 0 || check_outputs_onto_inputs(batch) < 0 ? -1 : 0;
 }
 
 int gf_batch_plan(const gf_job *job, char **inputs, int input_count, gf_batch *batch)
@@ -316,7 +335,7 @@ static void report_failure(batch_run *run)
 static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item)
 {
     const gf_job *job = run->job;
-    gf_image *img = gf_image_load(item->input);
+    gf_image *img = gf_image_load_limited(item->input);
     if (!img)
         return -1;
     gf_channel_stats stats[4];

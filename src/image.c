@@ -51,7 +51,7 @@ gf_image *gf_image_new(int width, int height, int channels)
         gf_set_error("out of memory for a %dx%d image", width, height);
         return NULL;
     }
-    *img = (gf_image){width, height, channels, data};
+    *img = (gf_image){width, height, channels, data, 0};
     return img;
 }
 
@@ -59,6 +59,7 @@ void gf_image_free(gf_image *img)
 {
     if (!img)
         return;
+    gf_image_release_memory(img->reserved);
     free(img->pixels);
     free(img);
 }
@@ -95,7 +96,7 @@ static unsigned char *read_stream(FILE *f, size_t *size)
     return data;
 }
 
-static unsigned char *read_input(const char *path, size_t *size)
+unsigned char *gf_read_input(const char *path, size_t *size)
 {
     if (strcmp(path, "-") == 0) {
         unsigned char *data = read_stream(stdin, size);
@@ -331,47 +332,65 @@ static const char *container_problem(const unsigned char *d, size_t n, jpeg_tabl
     return NULL;
 }
 
-gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name)
+int gf_image_probe_memory(const unsigned char *data, size_t size, const char *name,
+                          gf_image_probe *probe)
 {
+    memset(probe, 0, sizeof *probe);
     if (size == 0) {
         gf_set_error("%s: empty file", name);
-        return NULL;
+        return -1;
     }
     if (size > INT_MAX) {
         gf_set_error("%s: file too large to decode (over 2 GiB)", name);
-        return NULL;
+        return -1;
     }
     jpeg_tables tables = {0};
     const char *problem = container_problem(data, size, &tables);
     if (problem) {
         gf_set_error("%s: %s", name, problem);
-        return NULL;
+        return -1;
     }
+    probe->jpeg_undefined_tables = tables.undefined_used;
     int width, height, channels;
     if (!stbi_info_from_memory(data, (int)size, &width, &height, &channels)) {
         gf_set_error("%s: not an image in a format this tool reads (%s)", name, stbi_failure_reason());
-        return NULL;
+        return -1;
     }
     if (width < 1 || height < 1) {  /* stb_image 2.27 accepts a PNM 0 pixels wide */
         gf_set_error("%s: corrupt image (%dx%d pixels)", name, width, height);
-        return NULL;
+        return -1;
     }
     if ((size_t)width * (size_t)height > max_pixels) {
         gf_set_error("%s: %dx%d is %zu pixels, over the limit of %zu (--max-pixels)", name, width,
                      height, (size_t)width * (size_t)height, max_pixels);
-        return NULL;
+        return -1;
     }
+    probe->width = width;
+    probe->height = height;
+    probe->channels = channels;
+    return 0;
+}
+
+/* The pixels of a probed file: libjpeg-turbo for a JPEG, else stb_image. */
+static unsigned char *decode_pixels(const unsigned char *data, size_t size, const char *name,
+                                    const gf_image_probe *probe, int *width, int *height,
+                                    int *channels)
+{
     unsigned char *pixels = NULL;
     if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) {
         int w, h, c;
         pixels = gf_jpeg_turbo_decode(data, size, &w, &h, &c);
         /* the same shape stb_image reported, or stb_image decodes it */
-        if (pixels && (w != width || h != height || c != channels)) {
+        if (pixels && (w != probe->width || h != probe->height || c != probe->channels)) {
             free(pixels);
             pixels = NULL;
         }
+        if (pixels) {
+            *width = w, *height = h, *channels = c;
+            return pixels;
+        }
     }
-    if (!pixels && tables.undefined_used) {
+    if (probe->jpeg_undefined_tables) {
         gf_set_error("%s: %s", name,
                      gf_jpeg_turbo_available()
                          ? "corrupt JPEG (a scan uses a Huffman table the file does not define)"
@@ -379,27 +398,44 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
                            "has no libjpeg-turbo, which would take the standard tables");
         return NULL;
     }
+    pixels = stbi_load_from_memory(data, (int)size, width, height, channels, 0);
     if (!pixels)
-        pixels = stbi_load_from_memory(data, (int)size, &width, &height, &channels, 0);
-    if (!pixels) {
         gf_set_error("%s: cannot decode: %s", name, stbi_failure_reason());
-        return NULL;
-    }
-    gf_image *img = malloc(sizeof *img);
+    return pixels;
+}
+
+gf_image *gf_image_decode_probed(const unsigned char *data, size_t size, const char *name,
+                                 const gf_image_probe *probe, size_t reserved)
+{
+    int width, height, channels;
+    unsigned char *pixels = decode_pixels(data, size, name, probe, &width, &height, &channels);
+    gf_image *img = pixels ? malloc(sizeof *img) : NULL;
     if (!img) {
-        stbi_image_free(pixels);
-        gf_set_error("%s: out of memory", name);
+        if (pixels)
+            gf_set_error("%s: out of memory", name);
+        free(pixels);  /* stb allocates with malloc (STBI_MALLOC default) */
+        gf_image_release_memory(reserved);
         return NULL;
     }
-    /* stb allocates with malloc (STBI_MALLOC default), so free() releases it */
-    *img = (gf_image){width, height, channels, pixels};
+    *img = (gf_image){width, height, channels, pixels, reserved};
     return img;
+}
+
+gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name)
+{
+    gf_image_probe probe;
+    if (gf_image_probe_memory(data, size, name, &probe) < 0)
+        return NULL;
+    const size_t reserved = gf_image_memory_estimate(probe.width, probe.height, probe.channels);
+    if (gf_image_reserve_memory(name, reserved) < 0)
+        return NULL;
+    return gf_image_decode_probed(data, size, name, &probe, reserved);
 }
 
 gf_image *gf_image_load(const char *path)
 {
     size_t size = 0;
-    unsigned char *data = read_input(path, &size);
+    unsigned char *data = gf_read_input(path, &size);
     if (!data)
         return NULL;
     gf_image *img = gf_image_load_memory(data, size, strcmp(path, "-") == 0 ? "standard input" : path);
@@ -478,6 +514,12 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
     byte_buffer b = {0};
     int ok = 0;
     const int w = img->width, h = img->height, c = img->channels;
+    /* JPEG and TGA store each side in 16 bits; stb_image_write would cut it */
+    if ((format == GF_FORMAT_JPEG || format == GF_FORMAT_TGA) && (w > 65535 || h > 65535)) {
+        gf_set_error("cannot encode a %dx%d image as %s: it holds at most 65535 pixels a side", w,
+                     h, gf_format_name(format));
+        return -1;
+    }
     switch (format) {
     case GF_FORMAT_PNG:
         if ((size_t)w * (size_t)c > INT_MAX) {
@@ -510,141 +552,4 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
     *data = b.data;
     *size = b.size;
     return 0;
-}
-
-/* ---- writing -------------------------------------------------------------- */
-
-/* The temporary files being written, one slot per writing thread, removed
- * by gf_image_abort_save() from a signal handler. */
-#define PENDING_SLOTS 256
-static struct {
-    char path[PATH_MAX + 32];
-    volatile sig_atomic_t active;
-} pending[PENDING_SLOTS];
-static atomic_int pending_slots_taken;
-static _Thread_local int pending_slot = -1;
-
-static volatile sig_atomic_t aborting;
-
-void gf_image_abort_save(void)
-{
-    aborting = 1;  /* a thread creating a file after this removes it itself */
-    for (int i = 0; i < PENDING_SLOTS; i++)
-        if (pending[i].active)
-            unlink(pending[i].path);
-}
-
-/* This thread's slot, or -1 when all are taken (then an interrupt may leave
- * its temporary file behind; 256 writing threads is far past any -j). */
-static int my_pending_slot(void)
-{
-    if (pending_slot < 0) {
-        int slot = atomic_fetch_add(&pending_slots_taken, 1);
-        pending_slot = slot < PENDING_SLOTS ? slot : PENDING_SLOTS;
-    }
-    return pending_slot < PENDING_SLOTS ? pending_slot : -1;
-}
-
-static int write_all(int fd, const unsigned char *data, size_t size)
-{
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        size -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Mode for a new output: the existing file's, else 0666 less the umask. */
-static mode_t output_mode(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0)
-        return st.st_mode & 07777;
-    mode_t mask = umask(0);
-    umask(mask);
-    return 0666 & ~mask;
-}
-
-static int write_file_atomically(const char *path, const unsigned char *data, size_t size)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        gf_set_error("%s: is a directory", path);
-        return -1;
-    }
-    const char *slash = strrchr(path, '/');
-    int folder_length = slash ? (int)(slash - path + 1) : 0;
-    const char *base = slash ? slash + 1 : path;
-    char temp[sizeof pending[0].path];
-    if (snprintf(temp, sizeof temp, "%.*s.%s.XXXXXX", folder_length, path, base) >= (int)sizeof temp) {
-        gf_set_error("%s: path too long", path);
-        return -1;
-    }
-    mode_t mode = output_mode(path);
-    const int slot = my_pending_slot();
-    if (slot >= 0) {
-        /* active before the file exists: mkstemp writes the name into the
-         * slot before it creates the file, so an interrupt never misses it */
-        memcpy(pending[slot].path, temp, sizeof temp);
-        pending[slot].active = 1;
-    }
-    int fd = mkstemp(slot >= 0 ? pending[slot].path : temp);
-    if (fd >= 0 && aborting) {
-        unlink(slot >= 0 ? pending[slot].path : temp);
-        close(fd);
-        fd = -1;
-        errno = EINTR;
-    }
-    if (fd < 0) {
-        if (slot >= 0)
-            pending[slot].active = 0;
-        gf_set_error("%s: cannot create the output: %s", path, strerror(errno));
-        return -1;
-    }
-    if (slot >= 0)
-        memcpy(temp, pending[slot].path, sizeof temp);
-    int failed = fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0;
-    int saved_errno = errno;
-    if (close(fd) < 0 && !failed) {
-        failed = 1;
-        saved_errno = errno;
-    }
-    if (!failed && rename(temp, path) < 0) {
-        failed = 1;
-        saved_errno = errno;
-    }
-    if (failed) {
-        unlink(temp);
-        gf_set_error("%s: cannot write the output: %s", path, strerror(saved_errno));
-    }
-    if (slot >= 0)
-        pending[slot].active = 0;
-    return failed ? -1 : 0;
-}
-
-int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality)
-{
-    unsigned char *data;
-    size_t size;
-    if (format == GF_FORMAT_NONE && (format = gf_format_from_path(path)) == GF_FORMAT_NONE) {
-        gf_set_error("%s: cannot tell the output format from the name", path);
-        return -1;
-    }
-    if (gf_image_encode(img, format, quality, &data, &size) < 0)
-        return -1;
-    int status;
-    if (strcmp(path, "-") == 0) {
-        status = write_all(STDOUT_FILENO, data, size);
-        if (status < 0)
-            gf_set_error("standard output: %s", strerror(errno));
-    } else {
-        status = write_file_atomically(path, data, size);
-    }
-    free(data);
-    return status;
 }

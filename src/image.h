@@ -10,6 +10,7 @@ typedef struct {
     int height;
     int channels;           /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
     unsigned char *pixels;  /* width * height * channels bytes, row-major */
+    size_t reserved;        /* bytes of the memory budget it holds, given back by gf_image_free */
 } gf_image;
 
 typedef enum {
@@ -34,6 +35,39 @@ void gf_image_set_max_pixels(size_t max_pixels);
  * against the pixel limit before any pixel memory is allocated. */
 gf_image *gf_image_load(const char *path);
 gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name);
+/* gf_image_load_memory in its two steps. Probe: the checks of the
+ * container and of the size its header declares (nothing is decoded or
+ * allocated). Decode: the pixels of a probed file; the image then holds
+ * 'reserved' bytes of the memory budget (given back on failure too). */
+typedef struct {
+    int width, height, channels;
+    int jpeg_undefined_tables;  /* only libjpeg-turbo may decode it */
+} gf_image_probe;
+int gf_image_probe_memory(const unsigned char *data, size_t size, const char *name,
+                          gf_image_probe *probe);
+gf_image *gf_image_decode_probed(const unsigned char *data, size_t size, const char *name,
+                                 const gf_image_probe *probe, size_t reserved);
+/* The whole file (standard input for "-") in a heap buffer; NULL and an error. */
+unsigned char *gf_read_input(const char *path, size_t *size);
+
+/* ---- limits on decoding (image_limits.c) ---- */
+
+/* Decode the file as gf_image_load does, under the time limit: past it the
+ * file is reported as failed and the caller goes on (the decode, which
+ * cannot be stopped, is left to end or to die with the process). */
+gf_image *gf_image_load_limited(const char *path);
+#define GF_DEFAULT_DECODE_TIMEOUT_S 120.0
+void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
+
+/* The memory budget the decodes of a run share (--max-memory; default half
+ * the physical memory). gf_image_load_memory reserves each image's estimate
+ * from it before allocating pixels: it waits while other images hold the
+ * budget, and refuses an image larger than the whole budget. */
+size_t gf_default_memory_budget(void);
+void gf_image_set_memory_budget(size_t bytes);
+size_t gf_image_memory_estimate(int width, int height, int channels);
+int gf_image_reserve_memory(const char *name, size_t bytes);
+void gf_image_release_memory(size_t bytes);
 
 /* "png", "jpg", "jpeg", "bmp", "tga" (any case) -> format; GF_FORMAT_NONE otherwise. */
 gf_format gf_format_from_name(const char *name);
@@ -51,13 +85,19 @@ const char *gf_png_deflater(void);
 int gf_image_encode(const gf_image *img, gf_format format, int quality,
                     unsigned char **data, size_t *size);
 
-/* Encode and write: to standard output when path is "-", otherwise to a
- * temporary file in the output's folder that is renamed onto path once it is
- * complete, so a failure never leaves a partial file and the input may be
- * the output. GF_FORMAT_NONE: the format of path's extension. */
+/* Encode and write (image_write.c): to standard output when path is "-";
+ * straight into a character device or FIFO; otherwise onto a regular file
+ * (or the file a symbolic link names) by atomic replacement, so a failure
+ * never leaves a partial file and the input may be the output. Any other
+ * kind of file is refused. GF_FORMAT_NONE: the format of path's extension. */
 int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality);
 
-/* Remove the temporary output being written, if any (async-signal-safe). */
+/* Read the umask once, before threads start (a new output gets 0666 less it). */
+void gf_image_read_umask(void);
+
+/* From a signal handler (async-signal-safe): wait until no output is
+ * between getting a temporary name and being renamed into place, and stop
+ * new ones; after it returns no temporary file exists. */
 void gf_image_abort_save(void);
 
 #endif

@@ -34,7 +34,7 @@ static int run(const gf_job *j)
     }
     int status = GF_EXIT_FILE;
     double t0 = gf_now_ms();
-    gf_image *img = gf_image_load(j->input);
+    gf_image *img = gf_image_load_limited(j->input);
     double t1 = gf_now_ms(), t2 = t1;
     gf_pipeline_times times = {0};
     gf_channel_stats stats[4];
@@ -77,7 +77,7 @@ static int run_sweep(const gf_job *j)
         return GF_EXIT_FILE;
     }
     int status = GF_EXIT_FILE;
-    gf_image *img = gf_image_load(j->input);
+    gf_image *img = gf_image_load_limited(j->input);
     if (img) {
         const int filtered = gf_pipeline_channels_filtered(&j->pipeline, img->channels);
         int sweep = gf_cuda_tile_sweep(backend, img, j->pipeline.ops[0].mask, j->pipeline.border,
@@ -169,6 +169,7 @@ int main(int argc, char **argv)
 {
     gf_job j;
     gf_job_init(&j);
+    gf_image_read_umask();
     int status = gf_parse_options(argc, argv, &j);
     if (status < 0) {
         if (j.verbose)

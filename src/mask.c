@@ -136,6 +136,26 @@ static void find_separable(gf_mask *mask)
     mask->separable = 1;
 }
 
+/* The largest |result| a matrix can give, over pixels of 0..255, must be a
+ * finite number far inside float's range: the GPU sums in float, a
+ * magnitude squares it, and an overflow would turn into infinity minus
+ * infinity, a NaN that no byte stands for. Such a mask is refused. */
+#define GF_MASK_MAX_RESULT 1e15
+
+static int check_result_range(const gf_mask *mask, int k, parse_where at)
+{
+    double weight_sum = 0.0;
+    for (int i = 0; i < mask->width * mask->height; i++)
+        weight_sum += fabs(mask->weights[k][i]);
+    double bound = weight_sum * 255.0 / fabs(mask->scale[k]) + fabs(mask->offset[k]);
+    if (isfinite(bound) && bound <= GF_MASK_MAX_RESULT)
+        return 0;
+    gf_set_error("%s:%d: matrix %d's weights / scale + offset can reach %g, past the limit of %g "
+                 "(results are clamped to 0..255; scale the weights down)",
+                 at.name, at.line, k + 1, bound, GF_MASK_MAX_RESULT);
+    return -1;
+}
+
 static void set_description(gf_mask *mask, const char *comment)
 {
     while (*comment == '#' || *comment == ' ' || *comment == '\t')
@@ -204,8 +224,11 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         }
         int y = mask->height - rows_left;
         memcpy(&mask->weights[mask->count][y * mask->width], v, (size_t)n * sizeof v[0]);
-        if (--rows_left == 0)
+        if (--rows_left == 0) {
+            if (check_result_range(mask, mask->count, at) < 0)
+                goto done;
             mask->count++;
+        }
     }
     if (rows_left > 0) {
         gf_set_error("%s:%d: the file ends %d row%s short of matrix %d", name, at.line, rows_left,

@@ -37,6 +37,8 @@ enum {
     OPT_GPU_MEMORY,
     OPT_DEVICES,
     OPT_CSV,
+    OPT_MAX_MEMORY,
+    OPT_DECODE_TIMEOUT,
 };
 
 void gf_job_init(gf_job *j)
@@ -129,6 +131,11 @@ static void usage(FILE *out)
 "\n"
 "      --max-pixels N     refuse images of more than N pixels before decoding\n"
 "                         them (default 1073741824, 1 Gpx)\n"
+"      --max-memory SIZE  memory the images being decoded and filtered may\n"
+"                         take together, e.g. 8G (default: half the RAM); a\n"
+"                         batch waits for room, a larger image is refused\n"
+"      --decode-timeout S give up on a file whose decoding takes over S\n"
+"                         seconds (default 120; 0: no limit)\n"
 "  -v, --verbose          print each launch (the direct kernel's arithmetic\n"
 "                         path, tile, block, grid, tiles per block,\n"
 "                         occupancy, shared memory, time) and the time of\n"
@@ -353,6 +360,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
         {"devices", required_argument, NULL, OPT_DEVICES},
         {"csv", no_argument, NULL, OPT_CSV},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"decode-timeout", required_argument, NULL, OPT_DECODE_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
     opterr = 0;
@@ -410,7 +419,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             /* the limits of every device and kernel version (checked again
              * below for the version chosen); the device's own limits (shared
              * memory) are checked when the tile is launched */
-            if (j->backend_options.tile_width * j->backend_options.tile_height > GF_TILE_MAX_PIXELS)
+            if ((long long)j->backend_options.tile_width * j->backend_options.tile_height >
+                GF_TILE_MAX_PIXELS)
                 return usage_error("tile %s cannot launch: over 32768 output pixels per block, "
                                    "the largest any kernel version takes", optarg);
             tile_text = optarg;
@@ -492,6 +502,23 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                                    "numbers such as 0,2", optarg);
             j->backend_options.device = j->all_devices ? 0 : j->devices[0];
             break;
+        case OPT_MAX_MEMORY: {
+            size_t bytes;
+            if (parse_bytes(optarg, &bytes) < 0)
+                return usage_error("--max-memory '%s' is not a size such as 512M or 4G", optarg);
+            gf_image_set_memory_budget(bytes);
+            break;
+        }
+        case OPT_DECODE_TIMEOUT: {
+            char *end;
+            errno = 0;
+            double seconds = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || errno || !(seconds >= 0.0 && seconds <= 1e6))
+                return usage_error("--decode-timeout '%s' is not a number of seconds from 0 "
+                                   "(no limit) to 1000000", optarg);
+            gf_image_set_decode_timeout(seconds);
+            break;
+        }
         case OPT_GPU_MEMORY:
             if (parse_bytes(optarg, &j->backend_options.memory_limit) < 0)
                 return usage_error("--gpu-memory '%s' is not a size such as 512M or 4G", optarg);
@@ -506,6 +533,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             break;
         }
         case 'o':
+            if (optarg[0] == '\0')
+                return usage_error("%s", "--output-dir '' is empty; give a folder, e.g. -o .");
             j->output_dir = optarg;
             j->batch = 1;
             break;
@@ -545,7 +574,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     const int paths = argc - optind;
     const gf_conv_version version = j->backend_options.conv_version;
     if (tile_text && (version == GF_CONV_NAIVE || version == GF_CONV_TILED) &&
-        j->backend_options.tile_width * j->backend_options.tile_height > 1024)
+        (long long)j->backend_options.tile_width * j->backend_options.tile_height > 1024)
         return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit "
                            "(the naive and tiled kernels run one thread per pixel)", tile_text);
     if (j->csv && !j->tile_sweep)

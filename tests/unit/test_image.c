@@ -1021,30 +1021,6 @@ static void test_save_replaces_atomically(void **state)
     gf_image_free(a);
 }
 
-/* a new output file gets 0666 less the umask (not mkstemp's 0600) */
-static void test_save_new_file_mode(void **state)
-{
-    (void)state;
-    gf_image *img = random_image(3, 3, 1);
-    static const mode_t masks[] = { 022, 077, 002 };
-    for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
-        char path[256], name[32];
-        snprintf(name, sizeof name, "mode-%zu.png", i);
-        tmp_path(path, sizeof path, name);
-        mode_t old = umask(masks[i]);
-        int rc = gf_image_save(img, path, GF_FORMAT_PNG, 90);
-        umask(old);
-        assert_int_equal(rc, 0);
-        struct stat st;
-        assert_int_equal(stat(path, &st), 0);
-        if ((st.st_mode & 0777) != (0666 & ~masks[i]))
-            print_error("umask %03o: mode %03o, want %03o\n", (unsigned)masks[i], (unsigned)(st.st_mode & 0777),
-                        (unsigned)(0666 & ~masks[i]));
-        assert_int_equal(st.st_mode & 0777, 0666 & ~masks[i]);
-    }
-    gf_image_free(img);
-}
-
 /* '-' reads standard input and writes standard output */
 static void test_stdin_stdout(void **state)
 {
@@ -1134,7 +1110,6 @@ int main(void)
         cmocka_unit_test_teardown(test_save_failure_keeps_existing, clean_tmpdir),
         cmocka_unit_test_teardown(test_save_read_only_folder, clean_tmpdir),
         cmocka_unit_test_teardown(test_save_replaces_atomically, clean_tmpdir),
-        cmocka_unit_test_teardown(test_save_new_file_mode, clean_tmpdir),
         cmocka_unit_test_teardown(test_stdin_stdout, clean_tmpdir),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
