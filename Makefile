@@ -57,9 +57,9 @@ CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
 
-HOST_SRC   = util.c image.c image_write.c image_limits.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
-CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o image_write.o image_limits.o jpeg_turbo.o stb_impl.o mask.o)
-HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o))
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o stb_impl.o mask.o builtin_masks.o)
+HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
 # (compiling conv2d.cu takes minutes).
 KERNEL_BUILD = build
@@ -81,9 +81,22 @@ $(BUILD)/cuda-hold: tests/tools/cuda_hold.c | $(BUILD)/obj
 $(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h | $(BUILD)/obj check-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
+# the built-in masks: masks/*.mask compiled in as a table (builtin_masks.h)
+MASK_FILES = $(sort $(wildcard masks/*.mask))
+%/gen/builtin_masks.c: $(MASK_FILES) masks/embed.sh
+	@mkdir -p $(@D)
+	sh masks/embed.sh $(MASK_FILES) > $@
+
+$(BUILD)/obj/builtin_masks.o: $(BUILD)/gen/builtin_masks.c src/builtin_masks.h | $(BUILD)/obj
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
+
 # stb_image_write shifts negative values in its JPEG encoder (defined by gcc,
-# flagged by UBSan); that check is off for the stb translation unit only.
-$(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),-fno-sanitize=shift)
+# flagged by UBSan), and stb_image's PSD reader converts out-of-range floats
+# to bytes when it un-premultiplies an alpha that does not cover its colour
+# (x86 truncates them: a wrong colour for a malformed file, no memory
+# error); those two checks are off for the stb translation unit only.
+STB_UNCHECKED = -fno-sanitize=shift,float-cast-overflow
+$(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),$(STB_UNCHECKED))
 
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
@@ -170,13 +183,18 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
-FUZZ_SRC      = util image image_write image_limits jpeg_turbo stb_impl mask tone options pipeline backend_cpu
-FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o
-FUZZ_TARGETS  = mask image options
+FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo stb_impl mask tone options pipeline backend_cpu
+FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
+                $(FUZZ_BUILD)/obj/builtin_masks.o
+FUZZ_TARGETS  = mask image image_limits options
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c src/*.h | check-deps
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(if $(filter stb_impl,$*),-fno-sanitize=shift) -c -o $@ $<
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(if $(filter stb_impl,$*),$(STB_UNCHECKED)) -c -o $@ $<
+
+$(FUZZ_BUILD)/obj/builtin_masks.o: $(FUZZ_BUILD)/gen/builtin_masks.c src/builtin_masks.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
 	@mkdir -p $(@D)
@@ -191,10 +209,12 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	@mkdir -p $(FUZZ_BUILD)/findings
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  seeds=tests/fuzz/corpus/$$t; test $$t = image_limits && seeds=tests/fuzz/corpus/image; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    $$(test $$t = image_limits && echo -malloc_limit_mb=128) \
 	    -close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/findings/$$t- \
-	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>&1 | \
+	    $(FUZZ_BUILD)/corpus/$$t $$seeds 2>&1 | \
 	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|Done|==[0-9]+==ERROR|SUMMARY)|#[0-9]+ *DONE' ; \
 	  ls $(FUZZ_BUILD)/findings/$$t-* >/dev/null 2>&1 && { echo "fuzz_$$t: findings in $(FUZZ_BUILD)/findings"; exit 1; }; \
 	done; true

@@ -478,6 +478,7 @@
  * bytes for any mask, fractional ones included. Version 3 sums in another
  * order: equal for integer factors (the launcher derives them from integer
  * 2-D weights), within one level otherwise. */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -3132,6 +3133,40 @@ static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t
     return cudaGetLastError();
 }
 
+/* Device queries made while planning. An error already pending from
+ * earlier work is left for its owner to report: with one pending, no query
+ * is made and the plan takes its device-independent choice. A query's own
+ * failure is cleared, so that the launch does not report it. */
+static bool conv2d_error_pending()
+{
+    return cudaPeekAtLastError() != cudaSuccess;
+}
+
+static bool conv2d_query_failed()
+{
+    cudaGetLastError();
+    return false;
+}
+
+/* Test hook (GPUFILTER_TEST_FAULT=query): every planning query fails. */
+static bool conv2d_queries_fail = false;
+
+extern "C" void conv2d_fail_queries(int fail)
+{
+    conv2d_queries_fail = fail != 0;
+}
+
+/* The current device and its SM count; false when they cannot be known. */
+static bool conv2d_device_sms(int *dev, int *sms)
+{
+    if (conv2d_queries_fail || conv2d_error_pending())
+        return false;
+    if (cudaGetDevice(dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *dev) != cudaSuccess)
+        return conv2d_query_failed();
+    return *sms > 0;
+}
+
 typedef void (*conv2d_entry)(conv2d_launch);
 
 static conv2d_entry conv2d_entry_for(int version, int channels)
@@ -3181,8 +3216,10 @@ template <int NW>
 static void conv2d_fill(fast_args<NW> &a, const conv2d_plan &pl)
 {
     a.h = pl.h;
-    /* bit copies: the DP4A path's packed weights are not meant as floats */
-    const int n = pl.nw < NW ? pl.nw : NW;
+    /* bit copies: the DP4A path's packed weights are not meant as floats;
+     * the variant table gives each path a runner that holds all of them */
+    assert(pl.nw >= 0 && pl.nw <= NW);
+    const int n = pl.nw;
     memcpy(a.w, pl.w, (size_t)n * sizeof(float));
     memset(a.w + n, 0, (size_t)(NW - n) * sizeof(float));
 }
@@ -3835,22 +3872,17 @@ static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
     };
     static thread_local conv2d_recent<known, 16> answers;
     int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();  /* leave no error for the launch to report */
+    if (!conv2d_device_sms(&dev, &sms))
         return 0;
-    }
     if (const known *k = answers.find([&](const known &e) {
             return e.entry == pl.v->entry && e.threads == threads && e.dev == dev &&
                    e.shared == pl.shared;
         }))
         return k->blocks;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
+    if (conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
-            cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
+            cudaSuccess)
+        return conv2d_query_failed();
     answers.add() = known{pl.v->entry, threads, dev, pl.shared, (long long)per_sm * sms};
     return (long long)per_sm * sms;
 }
@@ -3993,16 +4025,14 @@ static bool conv2d_mma_device()
     static thread_local int known_dev = -1;
     static thread_local bool known_usable = false;
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();
+    if (conv2d_queries_fail || conv2d_error_pending())
         return false;
-    }
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return conv2d_query_failed();
     if (dev != known_dev) {
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, (const void *)conv2d_mma_kernel4<1, 1, kMmaMinMask>) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
+        if (cudaFuncGetAttributes(&fa, (const void *)conv2d_mma_kernel4<1, 1, kMmaMinMask>) != cudaSuccess)
+            return conv2d_query_failed();
         known_dev = dev;
         known_usable = fa.ptxVersion >= 80;
     }
@@ -4369,14 +4399,12 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     }
     if (version == 4)
         return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
-    /* a block walks down ~256 rows, unless that leaves too few blocks */
+    /* a block walks down ~256 rows, unless that leaves too few blocks; a
+     * tile a block where the SMs cannot be counted (right on any device) */
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 132;
     long long steps = 256 / TH < 1 ? 1 : 256 / TH;
-    if (steps > tiles_y)
-        steps = tiles_y;
+    if (steps > tiles_y || !conv2d_device_sms(&dev, &sms))
+        steps = steps > tiles_y ? tiles_y : 1;
     while (steps > 1 && grid_x * ((tiles_y + steps - 1) / steps) < 16LL * sms)
         steps--;
     if ((tiles_y + steps - 1) / steps > 65535)
@@ -4462,10 +4490,8 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
 static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, const conv2d_plan &pl)
 {
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        cudaGetLastError();  /* leave no error for the launch to report */
+    if (!conv2d_device_sms(&dev, &sms))
         return 0;
-    }
     for (int th = 128; th > p->tile_height; th -= 16) {
         conv2d_launch q = *p;
         q.tile_height = th;

@@ -158,6 +158,9 @@ const void *conv2d_kernel_for(int version, const conv2d_launch *p);
  * current device may opt in to (always that value, so that host threads
  * planning and launching at once never lower it under another's launch). */
 cudaError_t conv2d_allow_shared(const void *entry, size_t shared);
+/* Tests only: make every device query of the planner fail, so that each
+ * plan takes its device-independent choice (one tile a block). */
+void conv2d_fail_queries(int fail);
 /* The grid a launch of this version uses (0 x 0 when it cannot run) and,
  * where steps is not NULL, the tiles each of its blocks walks down: 1 for
  * versions 0 and 1; versions 2 and 3 walk ~256 rows; version 4 walks

@@ -14,7 +14,8 @@
  * GPUFILTER_TEST_FAULT (tests only): "alloc" makes every image-buffer
  * allocation ask the device for more than it has; "launch" launches conv2d
  * with a block over the device's limit. Both are real CUDA failures that
- * travel the normal error path. */
+ * travel the normal error path. "query" makes the planner's device queries
+ * report failure, so that its fallbacks run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -889,6 +890,7 @@ static int cuda_open(cuda_backend *b)
         b->fault = FAULT_ALLOC;
     else if (fault && strcmp(fault, "launch") == 0)
         b->fault = FAULT_LAUNCH;
+    conv2d_fail_queries(fault && strcmp(fault, "query") == 0);
     CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
     CUDA_CHECK(cudaGetDeviceProperties(&b->prop, b->options.device), "reading device properties");
     CUDA_CHECK(cudaMalloc((void **)&b->weights,

@@ -30,9 +30,10 @@ size_t gf_image_bytes(const gf_image *img);
 #define GF_DEFAULT_MAX_PIXELS ((size_t)1 << 30)  /* 1 Gpx: 4 GiB as RGBA */
 void gf_image_set_max_pixels(size_t max_pixels);
 
-/* Decode a file, or standard input when path is "-". Every format stb_image
- * reads; 16-bit samples are reduced to 8 bits. The declared size is checked
- * against the pixel limit before any pixel memory is allocated. */
+/* Decode a file, or standard input when path is "-": every format stb_image
+ * reads, and binary PNM; 16-bit samples are reduced to 8 bits. The file's
+ * container and declared size are checked, and its memory reserved from the
+ * budget, before any pixel memory is allocated. */
 gf_image *gf_image_load(const char *path);
 gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name);
 /* gf_image_load_memory in its two steps. Probe: the checks of the
@@ -91,6 +92,16 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
  * never leaves a partial file and the input may be the output. Any other
  * kind of file is refused. GF_FORMAT_NONE: the format of path's extension. */
 int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality);
+
+/* The mark of a file gpufilter wrote (image_mark.c): a PNG tEXt
+ * "Software" chunk or a JPEG COM segment reading "gpufilter". Mark adds it
+ * to an encoded PNG or JPEG (other formats have no place for it). */
+int gf_image_mark(gf_format format, unsigned char **data, size_t *size);
+int gf_image_has_mark(const unsigned char *data, size_t size);
+/* 1 when output is an existing regular file that is a readable image
+ * without the mark, and not the input itself: most likely an input typed
+ * where the output goes, which a plain INPUT OUTPUT call must not replace. */
+int gf_image_foreign_output(const char *output, const char *input);
 
 /* Read the umask once, before threads start (a new output gets 0666 less it). */
 void gf_image_read_umask(void);

@@ -3,11 +3,12 @@
  * file (never a partial file, never anything left after an interrupt).
  *
  * A regular file is written into an anonymous file in the output's folder
- * (O_TMPFILE), which gets a name only once it is complete: linked as
- * ".gpufilter-XXXXXX" and at once renamed onto the output. Killed at any
- * other moment, even by SIGKILL, it leaves nothing behind. Where the file
- * system has no O_TMPFILE, the file is written under that name from the
- * start.
+ * (O_TMPFILE), which gets a name only once it is complete: a new output is
+ * linked at its path; an existing one is replaced by linking the file as
+ * ".gpufilter-XXXXXX" and renaming that onto the output at once. Killed at
+ * any moment, even by SIGKILL, it leaves no temporary behind, except one
+ * killed between that link and the rename. Where the file system has no
+ * O_TMPFILE, the file is written under the temporary name from the start.
  *
  * Interrupts: the span in which a named temporary exists is a window that
  * a thread enters with SIGINT, SIGTERM and SIGHUP blocked. The signal
@@ -147,27 +148,39 @@ static int fill_file(int fd, mode_t mode, const unsigned char *data, size_t size
     return fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0 ? -1 : 0;
 }
 
-/* Give the complete anonymous file a temporary name and rename it onto
- * path, inside one window. */
+/* Link the anonymous file (open as fd) at 'name'; -1 with errno on failure
+ * (EEXIST when the name is taken). */
+static int link_anonymous(int fd, const char *name)
+{
+    char proc_path[64];
+    snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc_path, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+    if (errno != ENOENT || access("/proc/self/fd", F_OK) == 0)
+        return -1;
+    return linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH);  /* no /proc: root may */
+}
+
+/* Put the complete anonymous file at path. A new output is linked there
+ * at once: complete from the moment it has a name. An existing one is
+ * replaced through a temporary name and a rename, inside one window. */
 static int publish_anonymous(int fd, const char *folder, const char *path)
 {
-    char proc_path[64], temp[PATH_MAX + 32];
-    snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", fd);
     sigset_t saved;
     enter_window(&saved);
-    int linked;
-    do {
-        temporary_name(folder, temp, sizeof temp);
-        linked = linkat(AT_FDCWD, proc_path, AT_FDCWD, temp, AT_SYMLINK_FOLLOW);
-        if (linked < 0 && errno == ENOENT)  /* no /proc: root may link the descriptor */
-            linked = linkat(fd, "", AT_FDCWD, temp, AT_EMPTY_PATH);
-    } while (linked < 0 && errno == EEXIST);
-    int status = linked;
-    if (linked == 0 && rename(temp, path) < 0) {
-        int saved_errno = errno;
-        unlink(temp);
-        errno = saved_errno;
-        status = -1;
+    int status = link_anonymous(fd, path);
+    if (status < 0 && errno == EEXIST) {
+        char temp[PATH_MAX + 32];
+        do {
+            temporary_name(folder, temp, sizeof temp);
+            status = link_anonymous(fd, temp);
+        } while (status < 0 && errno == EEXIST);
+        if (status == 0 && rename(temp, path) < 0) {
+            int saved_errno = errno;
+            unlink(temp);
+            errno = saved_errno;
+            status = -1;
+        }
     }
     leave_window(&saved);
     return status;
@@ -316,7 +329,8 @@ int gf_image_save(const gf_image *img, const char *path, gf_format format, int q
         gf_set_error("%s: cannot tell the output format from the name", path);
         return -1;
     }
-    if (gf_image_encode(img, format, quality, &data, &size) < 0) {
+    if (gf_image_encode(img, format, quality, &data, &size) < 0 ||
+        gf_image_mark(format, &data, &size) < 0) {
         gf_error_name_file(to_stdout ? "standard output" : path);
         return -1;
     }

@@ -1,5 +1,6 @@
-"""Image formats: what gpufilter reads (stb_image) and writes (stb_image_write),
-standard input / output, channel counts, writing onto the input."""
+"""Image formats: what gpufilter reads (stb_image; PNM by its own decoder) and
+writes (stb_image_write), standard input / output, channel counts, writing
+onto the input."""
 
 import io
 import struct
@@ -12,6 +13,7 @@ from PIL import Image
 from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close,
                     assert_equal_image, photo, photo_with_channels, random_image,
                     read_image, read_png, write_png)
+from test_cli import check_error
 
 CHANNELS = [1, 2, 3, 4]
 
@@ -229,6 +231,80 @@ def test_pnm_input(gf, rng, tmp_path, ext, channels):
     assert src.read_bytes()[:2] == (b"P5" if ext == "pgm" else b"P6")
     got = run_identity(gf, src, tmp_path / "out.png")
     assert_equal_image(got, img, ext)
+
+
+def pnm_bytes(samples, maxval):
+    """A binary PGM (2-D samples) or PPM (3-D): 2 bytes a sample, big-endian,
+    when maxval is over 255."""
+    magic = b"P5" if samples.ndim == 2 else b"P6"
+    h, w = samples.shape[:2]
+    dtype = ">u2" if maxval > 255 else "u1"
+    return b"%s\n%d %d\n%d\n" % (magic, w, h, maxval) + samples.astype(dtype).tobytes()
+
+
+def scaled_by_maxval(samples, maxval):
+    """The oracle: round(v * 255 / maxval), in integers."""
+    return ((samples.astype(np.int64) * 255 + maxval // 2) // maxval).astype(np.uint8)
+
+
+@pytest.mark.parametrize("maxval", [1, 15, 100, 1000, 4095, 65535])
+@pytest.mark.parametrize("channels", [1, 3], ids=cid)
+def test_pnm_scaled_by_maxval(gf, rng, tmp_path, maxval, channels):
+    """Each sample becomes round(v * 255 / maxval), 16-bit ones included
+    (stb_image kept their low byte and did not scale)."""
+    shape = (13, 21) if channels == 1 else (13, 21, 3)
+    samples = rng.integers(0, maxval + 1, size=shape)
+    samples.flat[0], samples.flat[1] = 0, maxval
+    src = tmp_path / ("in.pgm" if channels == 1 else "in.ppm")
+    src.write_bytes(pnm_bytes(samples, maxval))
+    got = run_identity(gf, src, tmp_path / "out.png")
+    assert_equal_image(got, as3d(scaled_by_maxval(samples, maxval)), f"maxval {maxval}")
+
+
+def test_pnm_16bit_values_of_the_issue(gf, tmp_path):
+    src = tmp_path / "deep.pgm"
+    src.write_bytes(pnm_bytes(np.array([[0, 1000, 30000, 65535]]), 65535))
+    got = run_identity(gf, src, tmp_path / "out.png")
+    assert got[0, :, 0].tolist() == [0, 4, 117, 255]
+
+
+def test_truncated_pnm_in_a_batch(gf, rng, tmp_path):
+    """A PPM cut short after another file in a batch: refused by name (it
+    came out of stb_image with the previous file's pixels), no output for it,
+    the other file's output written."""
+    img = random_image(rng, 451, 300, 3)
+    previous = write_png(tmp_path / "previous.png", img)
+    header = b"P6\n451 300\n255\n"
+    cut = tmp_path / "trunc_451x300.ppm"
+    cut.write_bytes(header + rng.integers(0, 256, 45 - len(header), dtype=np.uint8).tobytes())
+    out = tmp_path / "out"
+    r = gf.run("--backend", gf.backend, "-j", "1", "-f", "bmp", "-o", out, previous, cut)
+    assert r.rc == 1, r.describe()
+    assert any(line.startswith("gpufilter: ") and str(cut) in line and "truncated" in line
+               for line in r.err_lines), r.err
+    assert sorted(p.name for p in out.iterdir()) == ["previous.bmp"]
+    with Image.open(out / "previous.bmp") as im:
+        assert_equal_image(as3d(np.array(im.convert("RGB"))), img, "the PNG's output")
+
+
+@pytest.mark.parametrize("maxval", [15, 255, 65535])
+def test_pnm_cut_anywhere_is_refused(gf, rng, tmp_path, maxval):
+    """Every cut of a PNM's samples is refused as truncated; trailing bytes
+    after them are allowed."""
+    samples = rng.integers(0, maxval + 1, size=(5, 7, 3))
+    data = pnm_bytes(samples, maxval)
+    header_size = len(data) - samples.size * (2 if maxval > 255 else 1)
+    whole = tmp_path / "whole.ppm"
+    whole.write_bytes(data + b"\n# trailing bytes\n")
+    got = run_identity(gf, whole, tmp_path / "whole.png")
+    assert_equal_image(got, scaled_by_maxval(samples, maxval), "whole PPM")
+    for cut in sorted({header_size, header_size + 1, len(data) // 2, len(data) - 1}):
+        src = tmp_path / f"cut{cut}.ppm"
+        src.write_bytes(data[:cut])
+        out = tmp_path / f"cut{cut}.png"
+        r = gf.run("--backend", gf.backend, src, out)
+        check_error(r, 1, [str(src), "truncated"])
+        assert not out.exists()
 
 
 # ---------------------------------------------------------------------------

@@ -332,3 +332,55 @@ def test_interrupts_leave_no_temporary_files(gf, rng, tmp_path):
         assert b"Interrupted" not in err and b"cannot create" not in err, err
         for name in os.listdir(out):  # every output left is complete
             assert np.array_equal(read_png(out / name), img)
+
+
+def test_kill_leaves_no_temporary_for_new_outputs(gf, rng, tmp_path):
+    """SIGKILL, which nothing can catch, at many moments of a batch into a new
+    folder: every output there was complete the moment it got its name, and
+    no temporary is left (O_TMPFILE; skipped where the file system lacks it)."""
+    try:
+        os.close(os.open(tmp_path, os.O_TMPFILE | os.O_WRONLY, 0o600))
+    except (AttributeError, OSError):
+        pytest.skip("no O_TMPFILE on this file system")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    img = random_image(rng, 64, 48, 3)
+    inputs = [write_png(folder / f"i{i:03d}.png", img) for i in range(300)]
+    for run in range(12):
+        out = tmp_path / f"out{run}"
+        proc = subprocess.Popen([str(gf.path), "--backend", "cpu", "-j", "64", "-o", str(out)]
+                                + [str(p) for p in inputs],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and not (out.exists() and os.listdir(out)) \
+                and proc.poll() is None:
+            time.sleep(0.001)
+        time.sleep(run * 0.004)
+        proc.kill()
+        proc.wait(timeout=60)
+        assert leftover_temporaries(out) == [], (run, leftover_temporaries(out))
+        for name in os.listdir(out):
+            assert np.array_equal(read_png(out / name), img)
+
+
+# ---- the GPU planner without its device queries -----------------------------------------
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("kernel,mask", [
+    ("blocked", "gaussian5"), ("separable", "gaussian7"), ("direct", "box3"),
+    ("direct", "gaussian3"), ("auto", "box15"), ("auto", "sobel"),
+])
+def test_planner_without_device_queries(gf, rng, tmp_path, kernel, mask):
+    """Where the planner cannot query the device (GPUFILTER_TEST_FAULT=query)
+    every launch takes its device-independent plan, with no hard-coded SM
+    count, and the output is still the CPU backend's."""
+    img = random_image(rng, 517, 389, 4)
+    src = write_png(tmp_path / "in.png", img)
+    gpu, cpu = tmp_path / "gpu.png", tmp_path / "cpu.png"
+    r = gf.run("--backend", "cuda", "--kernel", kernel, "-v", "-m", mask, src, gpu,
+               env={"GPUFILTER_TEST_FAULT": "query"}).ok()
+    gf.run("--backend", "cpu", "-m", mask, src, cpu).ok()
+    got, want = read_png(gpu).astype(int), read_png(cpu).astype(int)
+    assert np.abs(got - want).max() <= 1, r.err
+    assert (got != want).mean() < 0.001, r.err

@@ -1,5 +1,6 @@
-/* test_image.c - cmocka unit tests for image I/O (src/image.c) and the size
- * arithmetic in src/util.c.
+/* test_image.c - cmocka unit tests for image I/O (src/image.c, with the
+ * input checks of src/decode_checks.c and the PNM decoder of src/pnm.c) and
+ * the size arithmetic in src/util.c.
  *
  * Every run uses fresh random pixels; the seed is printed first and can be
  * replayed with GF_TEST_SEED=N. Files are written under a mkdtemp folder
@@ -22,6 +23,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <stb_image.h>
+#include <stb_image_write.h>
 
 #include "image.h"
 #include "util.h"
@@ -308,9 +312,13 @@ static void roundtrip(const gf_image *img, const gf_image *expect, gf_format for
     assert_entries(tmpdir, before + 1);
     size_t fsize;
     unsigned char *fdata = read_bytes(path, &fsize);
-    /* the file holds exactly what gf_image_encode produces */
+    /* the file holds exactly what gf_image_encode produces, with the mark
+     * where the format has room for it */
+    assert_int_equal(gf_image_mark(format, &data, &size), 0);
     assert_int_equal(fsize, size);
     assert_memory_equal(fdata, data, size);
+    assert_int_equal(gf_image_has_mark(fdata, fsize),
+                     format == GF_FORMAT_PNG || format == GF_FORMAT_JPEG);
     free(fdata);
     free(data);
     back = load_ok(path);
@@ -831,6 +839,846 @@ static void test_load_errors(void **state)
     assert_message("zero-bytes");
 }
 
+/* ------------------------------------------------- hostile and odd inputs */
+
+/* A growing byte buffer for files built by hand. */
+typedef struct {
+    unsigned char *data;
+    size_t size, capacity;
+} bytes;
+
+static void put(bytes *b, const void *p, size_t n)
+{
+    if (b->size + n > b->capacity) {
+        b->capacity = (b->size + n) * 2 + 64;
+        b->data = realloc(b->data, b->capacity);
+        assert_non_null(b->data);
+    }
+    if (n)
+        memcpy(b->data + b->size, p, n);
+    b->size += n;
+}
+
+static void put8(bytes *b, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    put(b, &c, 1);
+}
+
+static void put16le(bytes *b, unsigned v)
+{
+    put8(b, v & 255);
+    put8(b, v >> 8 & 255);
+}
+
+static void put16be(bytes *b, unsigned v)
+{
+    put8(b, v >> 8 & 255);
+    put8(b, v & 255);
+}
+
+static void put32le(bytes *b, uint32_t v)
+{
+    put16le(b, v & 0xffff);
+    put16le(b, v >> 16);
+}
+
+static void put32be(bytes *b, uint32_t v)
+{
+    put16be(b, v >> 16);
+    put16be(b, v & 0xffff);
+}
+
+static void put_text(bytes *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static void append_to_bytes(void *context, void *data, int size)
+{
+    put(context, data, (size_t)size);
+}
+
+/* The decode of data (copied to a buffer of exactly its size, so that a
+ * sanitizer build catches a read past the end). */
+static gf_image *decode_exact_copy(const unsigned char *data, size_t size, const char *name)
+{
+    unsigned char *copy = malloc(size ? size : 1);
+    assert_non_null(copy);
+    memcpy(copy, data, size);
+    gf_set_error("stale");
+    gf_image *img = gf_image_load_memory(copy, size, name);
+    free(copy);
+    return img;
+}
+
+static gf_image *decode_ok(const unsigned char *data, size_t size, const char *name)
+{
+    gf_image *img = decode_exact_copy(data, size, name);
+    if (!img)
+        print_error("%s: %s\n", name, gf_error());
+    assert_non_null(img);
+    return img;
+}
+
+/* Refused, with a message naming the file and holding must_contain. */
+static void assert_refused(const unsigned char *data, size_t size, const char *name,
+                           const char *must_contain)
+{
+    gf_image *img = decode_exact_copy(data, size, name);
+    if (img)
+        print_error("%s (%zu bytes) should be refused, got %dx%dx%d\n", name, size, img->width,
+                    img->height, img->channels);
+    assert_null(img);
+    assert_message(name);
+    assert_message(must_contain);
+}
+
+/* Every cut of data to from .. size - 1 bytes is refused as truncated. */
+static void assert_cuts_truncated(const unsigned char *data, size_t from, size_t size,
+                                  const char *what)
+{
+    for (size_t cut = from; cut < size; cut++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s cut to %zu of %zu bytes", what, cut, size);
+        assert_refused(data, cut, name, "truncated");
+    }
+}
+
+/* The first occurrence of needle in data, or NULL. */
+static unsigned char *find_bytes(unsigned char *data, size_t size, const char *needle, size_t n)
+{
+    for (size_t i = 0; i + n <= size; i++)
+        if (memcmp(data + i, needle, n) == 0)
+            return data + i;
+    return NULL;
+}
+
+/* img's pixels equal want (width x height x channels bytes). */
+static void assert_pixels(const gf_image *img, int w, int h, int c, const unsigned char *want,
+                          const char *what)
+{
+    gf_image expect = {w, h, c, (unsigned char *)want, 0};
+    assert_same_image(&expect, img, what);
+}
+
+/* stb_image never returns from some hostile files; a test that would hang
+ * ends the program instead (SIGALRM's default action). */
+#define HANG_LIMIT_S 20
+
+/* ---- PNM */
+
+/* A binary PNM: the header text, then each sample in 1 byte, or 2
+ * (big-endian) when maxval is over 255. */
+static bytes make_pnm(const char *header, const unsigned *samples, size_t count, unsigned maxval)
+{
+    bytes b = {0};
+    put_text(&b, header);
+    for (size_t i = 0; i < count; i++) {
+        if (maxval > 255)
+            put16be(&b, samples[i]);
+        else
+            put8(&b, samples[i]);
+    }
+    return b;
+}
+
+static unsigned char scaled_sample(unsigned v, unsigned maxval)
+{
+    return (unsigned char)((v * 255 + maxval / 2) / maxval);
+}
+
+static void test_pnm_truncated_or_malformed_refused(void **state)
+{
+    (void)state;
+    /* the file: 451x300 declared, 30 bytes of samples */
+    bytes b = {0};
+    put_text(&b, "P6\n451 300\n255\n");
+    while (b.size < 45)
+        put8(&b, (unsigned)rng_next());
+    assert_refused(b.data, b.size, "trunc_451x300.ppm", "truncated");
+    free(b.data);
+
+    /* a whole P6 with comments and trailing bytes decodes exactly; every
+     * cut of it is refused */
+    const int w = 13, h = 7;
+    unsigned samples[13 * 7 * 3];
+    unsigned char want[13 * 7 * 3];
+    for (int i = 0; i < w * h * 3; i++)
+        want[i] = (unsigned char)(samples[i] = (unsigned)rng_next() & 255);
+    b = make_pnm("P6\n# made by hand\n13 7 # width, height\n255\n", samples, (size_t)w * h * 3, 255);
+    const size_t whole = b.size;
+    gf_image *img = decode_ok(b.data, whole, "whole.ppm");
+    assert_pixels(img, w, h, 3, want, "P6 maxval 255");
+    gf_image_free(img);
+    put_text(&b, "trailing bytes are allowed");
+    img = decode_ok(b.data, b.size, "trailing.ppm");
+    assert_pixels(img, w, h, 3, want, "P6 with trailing bytes");
+    gf_image_free(img);
+    assert_cuts_truncated(b.data, 2, whole, "P6");
+    free(b.data);
+
+    /* malformed headers, each followed by enough samples */
+    static const struct {
+        const char *header, *problem;
+    } bad[] = {
+        {"P6\n0 7\n255\n", "0x7 pixels"},
+        {"P5 5 0 255\n", "5x0 pixels"},
+        {"P6\n1234567890 1\n255\n", "too large"},
+        {"P5 2 2 0\n", "maxval 0"},
+        {"P5 2 2 65536\n", "maxval 65536"},
+        {"P5 2 2 255#no white space\n", "white space"},
+        {"P52 2 255\n", "corrupt PNM"},
+        {"P5 2 x 255\n", "corrupt PNM"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b = (bytes){0};
+        put_text(&b, bad[i].header);
+        for (int k = 0; k < 16; k++)
+            put8(&b, 1);
+        assert_refused(b.data, b.size, "bad.pnm", bad[i].problem);
+        free(b.data);
+    }
+
+    /* the pixel limit holds before anything is allocated */
+    gf_image_set_max_pixels(100);
+    static const char big[] = "P5 11 10 255\n";
+    assert_refused((const unsigned char *)big, sizeof big - 1, "big.pgm", "over the limit");
+    gf_image_set_max_pixels(GF_DEFAULT_MAX_PIXELS);
+}
+
+static void test_pnm_scaled_by_maxval(void **state)
+{
+    (void)state;
+    /* the values: 16-bit, maxval 15, maxval 1 */
+    static const unsigned deep[] = {0, 1000, 30000, 65535}, nibble[] = {0, 5, 10, 15},
+                          bit[] = {0, 1, 1, 0};
+    static const unsigned char deep_want[] = {0, 4, 117, 255}, nibble_want[] = {0, 85, 170, 255},
+                               bit_want[] = {0, 255, 255, 0};
+    static const struct {
+        const char *header;
+        const unsigned *samples;
+        unsigned maxval;
+        const unsigned char *want;
+    } cases[] = {
+        {"P5\n2 2\n65535\n", deep, 65535, deep_want},
+        {"P5\n2 2\n15\n", nibble, 15, nibble_want},
+        {"P5\n2 2\n1\n", bit, 1, bit_want},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bytes b = make_pnm(cases[i].header, cases[i].samples, 4, cases[i].maxval);
+        gf_image *img = decode_ok(b.data, b.size, cases[i].header);
+        assert_pixels(img, 2, 2, 1, cases[i].want, cases[i].header);
+        gf_image_free(img);
+        free(b.data);
+    }
+    /* random samples, each maxval's extremes among them, gray and RGB */
+    static const unsigned maxvals[] = {1, 2, 3, 15, 100, 254, 256, 1000, 4095, 65534, 65535};
+    for (size_t m = 0; m < sizeof maxvals / sizeof maxvals[0]; m++) {
+        for (int channels = 1; channels <= 3; channels += 2) {
+            const unsigned maxval = maxvals[m];
+            const int w = rng_int(1, 40), h = rng_int(1, 30);
+            const size_t count = (size_t)w * h * channels;
+            unsigned *samples = malloc(count * sizeof *samples);
+            unsigned char *want = malloc(count);
+            assert_non_null(samples);
+            assert_non_null(want);
+            for (size_t i = 0; i < count; i++) {
+                samples[i] = i == 0 ? maxval : i == 1 ? 0 : (unsigned)(rng_next() % (maxval + 1));
+                want[i] = scaled_sample(samples[i], maxval);
+            }
+            char header[64];
+            snprintf(header, sizeof header, "P%c %d %d %u\n", channels == 1 ? '5' : '6', w, h, maxval);
+            bytes b = make_pnm(header, samples, count, maxval);
+            gf_image *img = decode_ok(b.data, b.size, header);
+            assert_pixels(img, w, h, channels, want, header);
+            gf_image_free(img);
+            free(b.data);
+            free(samples);
+            free(want);
+        }
+    }
+}
+
+static void test_pnm_sample_over_maxval_refused(void **state)
+{
+    (void)state;
+    static const unsigned nibble[] = {0, 5, 16, 15}, deep[] = {0, 1001, 3, 4};
+    bytes b = make_pnm("P5 2 2 15\n", nibble, 4, 15);
+    assert_refused(b.data, b.size, "over15.pgm", "over maxval 15");
+    free(b.data);
+    b = make_pnm("P6 1 2 1000\n", deep, 4, 1000);
+    put16be(&b, 7);
+    put16be(&b, 8);
+    assert_refused(b.data, b.size, "over1000.ppm", "over maxval 1000");
+    free(b.data);
+}
+
+/* ---- TGA */
+
+static void test_tga_rle_truncated_refused(void **state)
+{
+    (void)state;
+    /* the file: 64x64 RLE declared, one run packet */
+    static const unsigned char tiny[22] = {0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           64, 0, 64, 0, 24, 0, 0xFF, 1, 2, 3};
+    assert_refused(tiny, sizeof tiny, "rle64.tga", "corrupt TGA");
+
+    /* stb_image_write's TGA is RLE: runs and raw packets */
+    for (int c = 1; c <= 4; c++) {
+        gf_image *img = random_image(41, 23, c);
+        for (int y = 0; y < 23; y += 2)
+            for (int x = 3 * y % 41; x < 41; x++)
+                memcpy(img->pixels + ((size_t)y * 41 + x) * c, img->pixels + (size_t)y * 41 * c, (size_t)c);
+        unsigned char *data;
+        size_t size;
+        encode_ok(img, GF_FORMAT_TGA, 90, &data, &size);
+        assert_true(data[2] >= 9);
+        gf_image *back = decode_ok(data, size, "rle.tga");
+        assert_same_image(img, back, "RLE TGA");
+        gf_image_free(back);
+        assert_cuts_truncated(data, 18, size, "RLE TGA");
+        free(data);
+        gf_image_free(img);
+    }
+
+    /* colour-mapped RLE (type 9): a 4-entry BGR map, packets across rows */
+    static const unsigned char map[4][3] = {{1, 2, 3}, {40, 50, 60}, {200, 100, 0}, {9, 8, 7}};
+    static const unsigned char packets[] = {0x85, 2, 0x01, 1, 3, 0x81, 1, 0x01, 3, 0, 0x82, 2};
+    static const unsigned char indices[15] = {2, 2, 2, 2, 2, 2, 1, 3, 1, 1, 3, 0, 2, 2, 2};
+    bytes b = {0};
+    static const unsigned char header[18] = {0, 1, 9, 0, 0, 4, 0, 24, 0, 0, 0, 0, 5, 0, 3, 0, 8, 0x20};
+    put(&b, header, sizeof header);
+    put(&b, map, sizeof map);
+    put(&b, packets, sizeof packets);
+    unsigned char want[15 * 3];
+    for (int i = 0; i < 15; i++)
+        for (int k = 0; k < 3; k++)
+            want[3 * i + k] = map[indices[i]][2 - k];
+    gf_image *img = decode_ok(b.data, b.size, "mapped.tga");
+    assert_pixels(img, 5, 3, 3, want, "colour-mapped RLE TGA");
+    gf_image_free(img);
+    assert_cuts_truncated(b.data, 18, b.size, "colour-mapped RLE TGA");
+    free(b.data);
+}
+
+/* ---- BMP */
+
+/* An OS/2 1.x BMP (12-byte header): rows bottom-up, padded to 4 bytes;
+ * a 3-byte BGR palette before the pixels when bpp is 8. */
+static bytes make_os2_bmp(int w, int h, int bpp, const unsigned char *palette, const unsigned char *rows)
+{
+    const size_t stride = ((size_t)w * bpp + 31) / 32 * 4, offset = 26 + (bpp == 8 ? 768 : 0);
+    bytes b = {0};
+    put_text(&b, "BM");
+    put32le(&b, (uint32_t)(offset + stride * h));
+    put32le(&b, 0);
+    put32le(&b, (uint32_t)offset);
+    put32le(&b, 12);
+    put16le(&b, (unsigned)w);
+    put16le(&b, (unsigned)h);
+    put16le(&b, 1);
+    put16le(&b, (unsigned)bpp);
+    if (bpp == 8)
+        put(&b, palette, 768);
+    const size_t row_bytes = (size_t)w * bpp / 8;
+    for (int y = h - 1; y >= 0; y--) {
+        put(&b, rows + y * row_bytes, row_bytes);
+        for (size_t k = row_bytes; k < stride; k++)
+            put8(&b, 0);
+    }
+    return b;
+}
+
+static void test_bmp_os2_truncated_refused(void **state)
+{
+    (void)state;
+    /* the file: 4096x4096 declared, no pixel data */
+    static const unsigned char tiny[26] = {'B', 'M', 26, 0, 0, 0, 0, 0, 0, 0, 26, 0, 0, 0,
+                                           12, 0, 0, 0, 0, 16, 0, 16, 1, 0, 24, 0};
+    assert_refused(tiny, sizeof tiny, "os2.bmp", "truncated");
+
+    const int w = 7, h = 5;  /* odd width: padded rows */
+    gf_image *img = random_image(w, h, 3);
+    unsigned char bgr[7 * 5 * 3];
+    for (int i = 0; i < w * h; i++)
+        for (int k = 0; k < 3; k++)
+            bgr[3 * i + k] = img->pixels[3 * i + 2 - k];
+    bytes b = make_os2_bmp(w, h, 24, NULL, bgr);
+    gf_image *back = decode_ok(b.data, b.size, "os2-24.bmp");
+    assert_same_image(img, back, "OS/2 BMP, 24 bits");
+    gf_image_free(back);
+    assert_cuts_truncated(b.data, 26, b.size, "OS/2 BMP, 24 bits");
+    free(b.data);
+
+    /* 8 bits: stb_image 2.27 reads the first (offset - 38) / 3 entries of an
+     * OS/2 palette, so the indices stay below that */
+    unsigned char palette[768], index[7 * 5], want[7 * 5 * 3];
+    for (int i = 0; i < 768; i++)
+        palette[i] = (unsigned char)rng_next();
+    for (int i = 0; i < w * h; i++) {
+        index[i] = (unsigned char)rng_int(0, 200);
+        for (int k = 0; k < 3; k++)
+            want[3 * i + k] = palette[3 * index[i] + 2 - k];
+    }
+    b = make_os2_bmp(w, h, 8, palette, index);
+    back = decode_ok(b.data, b.size, "os2-8.bmp");
+    assert_pixels(back, w, h, 3, want, "OS/2 BMP, 8 bits");
+    gf_image_free(back);
+    assert_cuts_truncated(b.data, 26 + 768, b.size, "OS/2 BMP, 8 bits");
+    free(b.data);
+    gf_image_free(img);
+}
+
+/* A Windows BMP (40-byte header) of 1, 4 or 8 bits with 'entries' BGRA
+ * palette entries; rows given top-down as packed bytes of row_bytes. */
+static bytes make_palette_bmp(int w, int h, int bpp, int entries, const unsigned char *palette,
+                              const unsigned char *rows, size_t row_bytes)
+{
+    const size_t stride = ((size_t)w * bpp + 31) / 32 * 4, offset = 54 + 4 * (size_t)entries;
+    bytes b = {0};
+    put_text(&b, "BM");
+    put32le(&b, (uint32_t)(offset + stride * h));
+    put32le(&b, 0);
+    put32le(&b, (uint32_t)offset);
+    put32le(&b, 40);
+    put32le(&b, (uint32_t)w);
+    put32le(&b, (uint32_t)h);
+    put16le(&b, 1);
+    put16le(&b, (unsigned)bpp);
+    for (int i = 0; i < 6; i++)  /* no compression, sizes, resolutions, colour counts */
+        put32le(&b, 0);
+    put(&b, palette, 4 * (size_t)entries);
+    for (int y = h - 1; y >= 0; y--) {
+        put(&b, rows + y * row_bytes, row_bytes);
+        for (size_t k = row_bytes; k < stride; k++)
+            put8(&b, 0);
+    }
+    return b;
+}
+
+/* stb_image 2.27 looks every index up in a table of 256 entries of which
+ * only the palette's are set: an index past the palette read uninitialised
+ * memory (valgrind), so such a file is refused; indices inside it decode. */
+static void test_bmp_index_past_palette_refused(void **state)
+{
+    (void)state;
+    static const unsigned char palette[4 * 3] = {10, 20, 30, 0, 40, 50, 60, 0, 70, 80, 90, 0};
+    /* 8 bits, 2 entries: indices 200 and 201 as found, then only 0 and 1 */
+    unsigned char rows8[3 * 4] = {0, 1, 1, 0, 1, 0, 0, 1, 200, 201, 0, 1};
+    bytes b = make_palette_bmp(4, 3, 8, 2, palette, rows8, 4);
+    assert_refused(b.data, b.size, "pal8.bmp", "past the palette");
+    free(b.data);
+    rows8[8] = 1, rows8[9] = 0;
+    b = make_palette_bmp(4, 3, 8, 2, palette, rows8, 4);
+    gf_image *img = decode_ok(b.data, b.size, "pal8-ok.bmp");
+    for (int i = 0; i < 12; i++)
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(img->pixels[3 * i + k], palette[4 * rows8[i] + 2 - k]);
+    gf_image_free(img);
+    free(b.data);
+    /* 4 bits, 3 entries: the nibble 3 in the last pixel of an odd row */
+    unsigned char rows4[2 * 2] = {0x01, 0x20, 0x12, 0x30};
+    b = make_palette_bmp(3, 2, 4, 3, palette, rows4, 2);
+    assert_refused(b.data, b.size, "pal4.bmp", "past the palette");
+    free(b.data);
+    rows4[3] = 0x2F;  /* the low nibble lies past the width: not a pixel */
+    b = make_palette_bmp(3, 2, 4, 3, palette, rows4, 2);
+    gf_image_free(decode_ok(b.data, b.size, "pal4-ok.bmp"));
+    free(b.data);
+    /* 1 bit, 1 entry: any set bit inside the width */
+    unsigned char rows1[2] = {0x00, 0x20};
+    b = make_palette_bmp(3, 2, 1, 1, palette, rows1, 1);
+    assert_refused(b.data, b.size, "pal1.bmp", "past the palette");
+    free(b.data);
+    rows1[1] = 0x1F;  /* bits past the width */
+    b = make_palette_bmp(3, 2, 1, 1, palette, rows1, 1);
+    gf_image_free(decode_ok(b.data, b.size, "pal1-ok.bmp"));
+    free(b.data);
+}
+
+/* ---- Radiance HDR */
+
+static void put_hdr_header(bytes *b, int w, int h)
+{
+    char line[64];
+    put_text(b, "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n");
+    snprintf(line, sizeof line, "-Y %d +X %d\n", h, w);
+    put_text(b, line);
+}
+
+/* One RLE scanline of width 8: its start, then each component as a dump of
+ * 8 bytes. */
+static void put_hdr_rle_scanline(bytes *b, unsigned char value)
+{
+    static const unsigned char start[4] = {2, 2, 0, 8};
+    put(b, start, 4);
+    for (int k = 0; k < 4; k++) {
+        put8(b, 8);
+        for (int x = 0; x < 8; x++)
+            put8(b, k == 3 ? 128 : value + x);
+    }
+}
+
+static void test_hdr_rle_count_zero_refused(void **state)
+{
+    (void)state;
+    alarm(HANG_LIMIT_S);
+    bytes b = {0};
+    put_hdr_header(&b, 8, 2);
+    static const unsigned char zero_count[5] = {2, 2, 0, 8, 0};
+    put(&b, zero_count, sizeof zero_count);
+    while (b.size < 50)
+        put8(&b, 0);
+    assert_refused(b.data, b.size, "count0.hdr", "corrupt HDR (an RLE count of 0)");
+    free(b.data);
+    /* a count of 0 after a first scanline, and a dump past the scanline */
+    b = (bytes){0};
+    put_hdr_header(&b, 8, 2);
+    put_hdr_rle_scanline(&b, 10);
+    put(&b, zero_count, sizeof zero_count);
+    put_text(&b, "0123456789012345678901234567890123456789");
+    assert_refused(b.data, b.size, "count0-row1.hdr", "an RLE count of 0");
+    free(b.data);
+    b = (bytes){0};
+    put_hdr_header(&b, 8, 1);
+    put(&b, zero_count, 4);
+    put8(&b, 9);
+    put_text(&b, "012345678012345678012345678012345678");
+    assert_refused(b.data, b.size, "past.hdr", "past the end");
+    free(b.data);
+    alarm(0);
+}
+
+static void test_hdr_truncated_refused(void **state)
+{
+    (void)state;
+    alarm(HANG_LIMIT_S);
+    /* stb_image_write's files: RLE scanlines from width 8, flat pixels below */
+    static const int widths[] = {19, 5};
+    for (size_t i = 0; i < 2; i++) {
+        const int w = widths[i], h = 7;
+        float *values = malloc(sizeof(float) * (size_t)w * h * 3);
+        assert_non_null(values);
+        for (int k = 0; k < w * h * 3; k++)
+            values[k] = (float)(rng_next() % 1000) / 250.0f;
+        for (int x = 0; x < w; x++)  /* a run in the first row */
+            memcpy(values + 3 * x, values, 3 * sizeof(float));
+        bytes b = {0};
+        assert_true(stbi_write_hdr_to_func(append_to_bytes, &b, w, h, 3, values));
+        int sw, sh, sc;
+        unsigned char *oracle = stbi_load_from_memory(b.data, (int)b.size, &sw, &sh, &sc, 0);
+        assert_non_null(oracle);
+        gf_image *img = decode_ok(b.data, b.size, "stb.hdr");
+        assert_pixels(img, sw, sh, sc, oracle, "HDR");
+        gf_image_free(img);
+        free(oracle);
+        const unsigned char *x = find_bytes(b.data, b.size, "+X ", 3);
+        assert_non_null(x);
+        const unsigned char *end = memchr(x, '\n', b.size - (size_t)(x - b.data));
+        assert_non_null(end);
+        assert_cuts_truncated(b.data, (size_t)(end + 1 - b.data), b.size, "HDR");
+        free(b.data);
+        free(values);
+    }
+    /* a scanline that does not start 2, 2 turns the rest of the image flat:
+     * stb takes 4 bytes a pixel of the whole image from there */
+    bytes b = {0};
+    put_hdr_header(&b, 8, 3);
+    put_hdr_rle_scanline(&b, 20);
+    for (int k = 0; k < 4 * 8 * 3; k++)
+        put8(&b, k % 4 == 3 ? 129 : 0x80 + k % 50);
+    gf_image *img = decode_ok(b.data, b.size, "flat-from-row-1.hdr");
+    assert_int_equal(img->width, 8);
+    assert_int_equal(img->height, 3);
+    gf_image_free(img);
+    assert_refused(b.data, b.size - 1, "flat-from-row-1-cut.hdr", "truncated");
+    free(b.data);
+    alarm(0);
+}
+
+/* ---- GIF */
+
+/* GIF LZW codes of 9 bits, least significant bit first, in sub-blocks. */
+typedef struct {
+    bytes *out;
+    unsigned char block[255];
+    size_t used;
+    uint32_t bits;
+    int pending;
+} gif_code_writer;
+
+static void put_gif_block(gif_code_writer *g)
+{
+    put8(g->out, (unsigned)g->used);
+    put(g->out, g->block, g->used);
+    g->used = 0;
+}
+
+static void put_gif_code(gif_code_writer *g, unsigned code)
+{
+    g->bits |= (uint32_t)code << g->pending;
+    for (g->pending += 9; g->pending >= 8; g->pending -= 8) {
+        g->block[g->used++] = (unsigned char)g->bits;
+        g->bits >>= 8;
+        if (g->used == sizeof g->block)
+            put_gif_block(g);
+    }
+}
+
+/* LZW data at minimum code size 8: each pixel a literal code, a clear code
+ * (256) before every 250 of them, so that the decoder's table stays below
+ * 512 entries and the codes 9 bits wide; the end code (257), the data
+ * terminator. */
+static void put_gif_lzw(bytes *b, const unsigned char *indices, size_t count)
+{
+    gif_code_writer g = {.out = b};
+    put8(b, 8);
+    for (size_t i = 0; i < count; i++) {
+        if (i % 250 == 0)
+            put_gif_code(&g, 256);
+        put_gif_code(&g, indices[i]);
+    }
+    put_gif_code(&g, 257);
+    if (g.pending > 0)
+        g.block[g.used++] = (unsigned char)g.bits;
+    if (g.used > 0)
+        put_gif_block(&g);
+    put8(b, 0);
+}
+
+/* A GIF89a: a 256-entry global colour table, a graphic control and a
+ * comment extension, one image of indices; *data_end: the size up to its
+ * data's terminator, the trailer after it. */
+static bytes make_gif(int w, int h, const unsigned char *palette, const unsigned char *indices,
+                      size_t *data_end)
+{
+    bytes b = {0};
+    put_text(&b, "GIF89a");
+    put16le(&b, (unsigned)w);
+    put16le(&b, (unsigned)h);
+    put8(&b, 0xF7);
+    put8(&b, 0);
+    put8(&b, 0);
+    put(&b, palette, 768);
+    static const unsigned char control[8] = {0x21, 0xF9, 4, 0, 0, 0, 0, 0};
+    static const unsigned char comment[9] = {0x21, 0xFE, 5, 'h', 'e', 'l', 'l', 'o', 0};
+    put(&b, control, sizeof control);
+    put(&b, comment, sizeof comment);
+    put8(&b, 0x2C);
+    put16le(&b, 0);
+    put16le(&b, 0);
+    put16le(&b, (unsigned)w);
+    put16le(&b, (unsigned)h);
+    put8(&b, 0);
+    put_gif_lzw(&b, indices, (size_t)w * h);
+    *data_end = b.size;
+    put8(&b, 0x3B);
+    return b;
+}
+
+static void test_gif_truncated_refused(void **state)
+{
+    (void)state;
+    const int w = 37, h = 23;
+    unsigned char palette[768], indices[37 * 23], want[37 * 23 * 4];
+    for (int i = 0; i < 768; i++)
+        palette[i] = (unsigned char)rng_next();
+    for (int i = 0; i < w * h; i++) {
+        indices[i] = (unsigned char)rng_next();
+        memcpy(want + 4 * i, palette + 3 * indices[i], 3);
+        want[4 * i + 3] = 255;
+    }
+    size_t data_end;
+    bytes b = make_gif(w, h, palette, indices, &data_end);
+    assert_refused(b.data, data_end - 100, "cut-in-image-data.gif", "truncated");
+    gf_image *img = decode_ok(b.data, b.size, "whole.gif");
+    assert_pixels(img, w, h, 4, want, "GIF");
+    gf_image_free(img);
+    img = decode_ok(b.data, data_end, "no-trailer.gif");  /* the trailer is not needed */
+    assert_pixels(img, w, h, 4, want, "GIF without its trailer");
+    gf_image_free(img);
+    assert_cuts_truncated(b.data, 13, data_end, "GIF");
+    /* an LZW code size stb_image gives up on without a reason */
+    unsigned char *odd = malloc(b.size);
+    assert_non_null(odd);
+    memcpy(odd, b.data, b.size);
+    const size_t lzw = 13 + 768 + 8 + 9 + 10;
+    assert_int_equal(odd[lzw], 8);
+    odd[lzw] = 13;
+    assert_refused(odd, b.size, "lzw13.gif", "code size over 12");
+    free(odd);
+    free(b.data);
+}
+
+/* ---- PSD */
+
+/* PackBits of one row: runs of 2 to 128 equal bytes, literals up to 128. */
+static size_t packbits(const unsigned char *row, size_t n, unsigned char *out)
+{
+    size_t i = 0, o = 0;
+    while (i < n) {
+        size_t run = 1;
+        while (i + run < n && run < 128 && row[i + run] == row[i])
+            run++;
+        if (run >= 2) {
+            out[o++] = (unsigned char)(257 - run);
+            out[o++] = row[i];
+            i += run;
+            continue;
+        }
+        size_t literal = 1;
+        while (i + literal < n && literal < 128 &&
+               !(i + literal + 1 < n && row[i + literal] == row[i + literal + 1]))
+            literal++;
+        out[o++] = (unsigned char)(literal - 1);
+        memcpy(out + o, row + i, literal);
+        o += literal;
+        i += literal;
+    }
+    return o;
+}
+
+/* An 8-bit RGB PSD of rgb (interleaved), raw or RLE, with an image
+ * resources section of a few bytes. */
+static bytes make_psd(int w, int h, const unsigned char *rgb, int rle)
+{
+    bytes b = {0};
+    put_text(&b, "8BPS");
+    put16be(&b, 1);
+    for (int i = 0; i < 6; i++)
+        put8(&b, 0);
+    put16be(&b, 3);
+    put32be(&b, (uint32_t)h);
+    put32be(&b, (uint32_t)w);
+    put16be(&b, 8);
+    put16be(&b, 3);
+    put32be(&b, 0);
+    put32be(&b, 6);
+    put(&b, "8BIM\0\0", 6);
+    put32be(&b, 0);
+    put16be(&b, rle ? 1 : 0);
+    unsigned char *plane_row = malloc((size_t)w), *packed = malloc((size_t)w * 2 + 2);
+    assert_non_null(plane_row);
+    assert_non_null(packed);
+    bytes rows = {0};
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < h; y++) {
+            for (int x = 0; x < w; x++)
+                plane_row[x] = rgb[((size_t)y * w + x) * 3 + c];
+            if (!rle) {
+                put(&b, plane_row, (size_t)w);
+                continue;
+            }
+            const size_t n = packbits(plane_row, (size_t)w, packed);
+            put16be(&b, (unsigned)n);
+            put(&rows, packed, n);
+        }
+    put(&b, rows.data, rows.size);
+    free(rows.data);
+    free(plane_row);
+    free(packed);
+    return b;
+}
+
+static void test_psd_truncated_refused(void **state)
+{
+    (void)state;
+    const int w = 29, h = 11;
+    gf_image *img = random_image(w, h, 3);
+    for (int x = 4; x < 20; x++)  /* runs for PackBits */
+        memcpy(img->pixels + 3 * x, img->pixels + 9, 3);
+    unsigned char want[29 * 11 * 4];
+    for (int i = 0; i < w * h; i++) {
+        memcpy(want + 4 * i, img->pixels + 3 * i, 3);
+        want[4 * i + 3] = 255;
+    }
+    for (int rle = 0; rle <= 1; rle++) {
+        bytes b = make_psd(w, h, img->pixels, rle);
+        gf_image *back = decode_ok(b.data, b.size, rle ? "rle.psd" : "raw.psd");
+        assert_pixels(back, w, h, 4, want, rle ? "RLE PSD" : "raw PSD");
+        gf_image_free(back);
+        assert_cuts_truncated(b.data, 26, b.size, rle ? "RLE PSD" : "raw PSD");
+        free(b.data);
+    }
+    gf_image_free(img);
+}
+
+/* ---- headers that declare more pixels than the file could hold */
+
+static void test_declared_size_over_data_refused(void **state)
+{
+    (void)state;
+    alarm(HANG_LIMIT_S);
+    /* 35-byte GIF: an 8192x8192 canvas, a whole 1x1 image */
+    static const unsigned char gif[35] = {
+        'G', 'I', 'F', '8', '9', 'a', 0, 0x20, 0, 0x20, 0x80, 0, 0, 0, 0, 0, 255, 255, 255,
+        0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 0x01, 0, 0x3B};
+    assert_refused(gif, sizeof gif, "canvas.gif",
+                   "corrupt GIF (the header declares 8192x8192 pixels, more than 35 bytes");
+    /* 40-byte PSD: 4096x4096 RGB, raw, no data */
+    bytes b = {0};
+    put_text(&b, "8BPS");
+    put16be(&b, 1);
+    put32be(&b, 0);
+    put16be(&b, 0);
+    put16be(&b, 3);
+    put32be(&b, 4096);
+    put32be(&b, 4096);
+    put16be(&b, 8);
+    put16be(&b, 3);
+    put32be(&b, 0);
+    put32be(&b, 0);
+    put32be(&b, 0);
+    put16be(&b, 0);
+    assert_int_equal(b.size, 40);
+    assert_refused(b.data, b.size, "big.psd", "corrupt PSD (the header declares 4096x4096 pixels");
+    free(b.data);
+    /* 53-byte HDR: 4000x4000 */
+    b = (bytes){0};
+    put_hdr_header(&b, 4000, 4000);
+    put8(&b, 2);
+    put8(&b, 2);
+    assert_int_equal(b.size, 53);
+    assert_refused(b.data, b.size, "big.hdr", "corrupt HDR (the header declares 4000x4000 pixels");
+    free(b.data);
+    /* PNG: 8000x8000 gray in a 75-byte IDAT (one stored block of 64 bytes) */
+    unsigned char ihdr[13] = {0, 0, 0x1F, 0x40, 0, 0, 0x1F, 0x40, 8, 0, 0, 0, 0};
+    unsigned char idat[75] = {0x78, 0x01, 0x01, 64, 0, 0xBF, 0xFF};
+    put32(idat + 71, 64u << 16 | 1u);  /* adler32 of 64 zeros */
+    unsigned char png[8 + 25 + 87 + 12];
+    memcpy(png, "\x89PNG\r\n\x1a\n", 8);
+    size_t n = 8;
+    n += png_chunk(png + n, "IHDR", ihdr, sizeof ihdr);
+    n += png_chunk(png + n, "IDAT", idat, sizeof idat);
+    n += png_chunk(png + n, "IEND", NULL, 0);
+    assert_refused(png, n, "big.png", "corrupt PNG (the header declares 8000x8000 pixels");
+    /* a baseline JPEG of 64x64 that says 16384x16384 */
+    gf_image *img = gradient_image(64, 64);
+    unsigned char *jpeg;
+    size_t size;
+    encode_ok(img, GF_FORMAT_JPEG, 90, &jpeg, &size);
+    unsigned char *sof = jpeg + 2;  /* the markers up to the frame header */
+    while (sof + 4 < jpeg + size && sof[0] == 0xFF && sof[1] != 0xC0)
+        sof += 2 + ((size_t)sof[2] << 8 | sof[3]);
+    assert_true(sof + 9 < jpeg + size && sof[1] == 0xC0);
+    sof[5] = sof[7] = 0x40;
+    sof[6] = sof[8] = 0;
+    assert_refused(jpeg, size, "big.jpg", "corrupt JPEG (the header declares 16384x16384 pixels");
+    free(jpeg);
+    gf_image_free(img);
+    alarm(0);
+
+    /* the test photos are far inside the bounds */
+    static const char *photos[] = {"astronaut.png", "camera.png", "chelsea.png", "coffee.png",
+                                   "horse.png", "hubble_deep_field.jpg", "text.png"};
+    for (size_t i = 0; i < sizeof photos / sizeof photos[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/../tests/data/images/%s", GF_TEST_MASKS_DIR, photos[i]);
+        gf_image_free(load_ok(path));
+    }
+}
+
 /* ------------------------------------------------------------ saving */
 
 static void test_save_missing_dir(void **state)
@@ -1106,6 +1954,17 @@ int main(void)
         cmocka_unit_test_teardown(test_handmade_png, clean_tmpdir),
         cmocka_unit_test_teardown(test_format_names, clean_tmpdir),
         cmocka_unit_test_teardown(test_load_errors, clean_tmpdir),
+        cmocka_unit_test_teardown(test_pnm_truncated_or_malformed_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_pnm_scaled_by_maxval, clean_tmpdir),
+        cmocka_unit_test_teardown(test_pnm_sample_over_maxval_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_tga_rle_truncated_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_bmp_os2_truncated_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_bmp_index_past_palette_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_hdr_rle_count_zero_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_hdr_truncated_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_gif_truncated_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_psd_truncated_refused, clean_tmpdir),
+        cmocka_unit_test_teardown(test_declared_size_over_data_refused, clean_tmpdir),
         cmocka_unit_test_teardown(test_save_missing_dir, clean_tmpdir),
         cmocka_unit_test_teardown(test_save_failure_keeps_existing, clean_tmpdir),
         cmocka_unit_test_teardown(test_save_read_only_folder, clean_tmpdir),
