@@ -14,19 +14,44 @@
 #include "tone_report.h"
 #include "util.h"
 
+/* --backend auto takes the CPU, without a word, where no GPU is usable
+ * (-v says why); --tile then has nothing to shape, and says so. */
+static gf_backend *open_cpu_backend(const gf_job *j)
+{
+    if (j->backend_options.tile_width > 0 && !j->quiet)
+        fprintf(stderr, "gpufilter: note: --tile shapes CUDA launches; the CPU backend ignores it\n");
+    return gf_backend_cpu_new(&j->backend_options);
+}
+
 static gf_backend *open_backend(const gf_job *j)
 {
     if (j->backend == GF_BACKEND_CPU)
-        return gf_backend_cpu_new(&j->backend_options);
+        return open_cpu_backend(j);
     gf_backend *backend = gf_backend_cuda_new(&j->backend_options);
     if (backend || j->backend == GF_BACKEND_CUDA)
         return backend;
-    fprintf(stderr, "gpufilter: warning: %s; using the CPU backend\n", gf_error() + strlen("gpufilter: "));
-    return gf_backend_cpu_new(&j->backend_options);
+    if (j->verbose)
+        fprintf(stderr, "gpufilter: %s; running on the CPU\n", gf_error() + strlen("gpufilter: "));
+    return open_cpu_backend(j);
+}
+
+/* A positional OUTPUT that is an existing image gpufilter did not write is
+ * most likely an input typed where the output goes (a glob of two files). */
+static int output_may_be_an_input(const gf_job *j)
+{
+    if (!j->output || j->output_named || j->force || strcmp(j->output, "-") == 0 ||
+        !gf_image_foreign_output(j->output, j->input))
+        return 0;
+    fprintf(stderr, "gpufilter: %s exists and is an image gpufilter did not write (a second "
+            "input?); to replace it: --force, or --output %s; for several inputs: -o DIR\n",
+            j->output, j->output);
+    return 1;
 }
 
 static int run(const gf_job *j)
 {
+    if (output_may_be_an_input(j))
+        return GF_EXIT_USAGE;
     gf_backend *backend = open_backend(j);
     if (!backend) {
         fprintf(stderr, "%s\n", gf_error());

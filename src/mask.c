@@ -1,5 +1,6 @@
 /* mask.c - parse, find and list mask files (libvips matrix format). */
 #include "mask.h"
+#include "builtin_masks.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -360,6 +361,24 @@ static int is_path(const char *s)
     return strchr(s, '/') != NULL || (n > 5 && strcmp(s + n - 5, ".mask") == 0);
 }
 
+static const gf_builtin_mask *find_builtin(const char *name)
+{
+    for (int i = 0; i < gf_builtin_mask_count; i++)
+        if (strcmp(gf_builtin_masks[i].name, name) == 0)
+            return &gf_builtin_masks[i];
+    return NULL;
+}
+
+static int load_builtin(const gf_builtin_mask *builtin, gf_mask *mask)
+{
+    char where[96];
+    snprintf(where, sizeof where, "built-in %s", builtin->name);
+    if (gf_mask_parse(builtin->text, where, mask) < 0)
+        return -1;
+    snprintf(mask->name, sizeof mask->name, "%s", builtin->name);
+    return 0;
+}
+
 int gf_mask_load(const char *name_or_path, gf_mask *mask)
 {
     if (is_path(name_or_path))
@@ -370,12 +389,14 @@ int gf_mask_load(const char *name_or_path, gf_mask *mask)
     }
     find_request req = {name_or_path, "", 0};
     gf_mask_folders(find_in_folder, &req);
-    if (!req.found) {
-        gf_set_error("no mask named '%s' (see --list-masks; a file path needs a '/' or '.mask')",
-                     name_or_path);
-        return -1;
-    }
-    return gf_mask_load_file(req.path, mask);
+    if (req.found)
+        return gf_mask_load_file(req.path, mask);
+    const gf_builtin_mask *builtin = find_builtin(name_or_path);
+    if (builtin)
+        return load_builtin(builtin, mask);
+    gf_set_error("no mask named '%s' (see --list-masks; a file path needs a '/' or '.mask')",
+                 name_or_path);
+    return -1;
 }
 
 /* ---- listing -------------------------------------------------------------- */
@@ -389,6 +410,7 @@ typedef struct {
     list_entry *entries;
     size_t count, capacity;
     int failed;
+    char searched[2048];  /* the folders looked in, for the listing's first line */
 } list_state;
 
 static int already_listed(const list_state *s, const char *name)
@@ -399,13 +421,48 @@ static int already_listed(const list_state *s, const char *name)
     return 0;
 }
 
+/* Add the listing's line for one mask, loaded by load (a file or a
+ * built-in); 'source' says where it came from. */
+static void list_mask(list_state *s, const char *name, const char *source,
+                      int (*load)(const void *from, gf_mask *mask), const void *from)
+{
+    gf_mask *mask = malloc(sizeof *mask);
+    if (!mask || (s->count == s->capacity && !(s->entries = realloc(s->entries,
+                      (s->capacity = s->capacity * 2 + 16) * sizeof *s->entries)))) {
+        free(mask);
+        s->failed = 1;
+        return;
+    }
+    list_entry *entry = &s->entries[s->count++];
+    snprintf(entry->name, sizeof entry->name, "%s", name);
+    if (load(from, mask) == 0)
+        snprintf(entry->line, sizeof entry->line, "%-12s %2dx%-2d  %s  (%s)", name, mask->width,
+                 mask->height, mask->description, source);
+    else
+        snprintf(entry->line, sizeof entry->line, "%-12s invalid: %s", name,
+                 gf_error() + strlen("gpufilter: "));
+    free(mask);
+}
+
+static int load_path(const void *path, gf_mask *mask)
+{
+    return gf_mask_load_file(path, mask);
+}
+
+static int load_builtin_entry(const void *builtin, gf_mask *mask)
+{
+    return load_builtin(builtin, mask);
+}
+
 static int list_folder(const char *folder, void *user)
 {
     list_state *s = user;
+    size_t used = strlen(s->searched);
+    snprintf(s->searched + used, sizeof s->searched - used, "%s%s", used ? ", " : "", folder);
     DIR *d = opendir(folder);
     if (!d)
         return 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    for (struct dirent *e; (e = readdir(d)) != NULL && !s->failed;) {
         size_t n = strlen(e->d_name);
         if (n <= 5 || strcmp(e->d_name + n - 5, ".mask") != 0)
             continue;
@@ -414,22 +471,7 @@ static int list_folder(const char *folder, void *user)
         if (already_listed(s, name))
             continue;
         snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
-        gf_mask *mask = malloc(sizeof *mask);
-        if (!mask || (s->count == s->capacity && !(s->entries = realloc(s->entries,
-                          (s->capacity = s->capacity * 2 + 16) * sizeof *s->entries)))) {
-            free(mask);
-            s->failed = 1;
-            break;
-        }
-        list_entry *entry = &s->entries[s->count++];
-        snprintf(entry->name, sizeof entry->name, "%s", name);
-        if (gf_mask_load_file(path, mask) == 0)
-            snprintf(entry->line, sizeof entry->line, "%-12s %2dx%-2d  %s", name, mask->width,
-                     mask->height, mask->description);
-        else
-            snprintf(entry->line, sizeof entry->line, "%-12s invalid: %s", name,
-                     gf_error() + strlen("gpufilter: "));
-        free(mask);
+        list_mask(s, name, folder, load_path, path);
     }
     closedir(d);
     return 0;
@@ -444,12 +486,18 @@ int gf_mask_list(void)
 {
     list_state s = {0};
     gf_mask_folders(list_folder, &s);
+    for (int i = 0; i < gf_builtin_mask_count && !s.failed; i++)
+        if (!already_listed(&s, gf_builtin_masks[i].name))
+            list_mask(&s, gf_builtin_masks[i].name, "built-in", load_builtin_entry,
+                      &gf_builtin_masks[i]);
     if (s.failed) {
         free(s.entries);
         gf_set_error("out of memory listing masks");
         return -1;
     }
     qsort(s.entries, s.count, sizeof *s.entries, compare_entries);
+    printf("# masks from: %s%sthe %d built in\n", s.searched, s.searched[0] ? ", then " : "",
+           gf_builtin_mask_count);
     for (size_t i = 0; i < s.count; i++)
         printf("%s\n", s.entries[i].line);
     free(s.entries);

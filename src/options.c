@@ -39,6 +39,8 @@ enum {
     OPT_CSV,
     OPT_MAX_MEMORY,
     OPT_DECODE_TIMEOUT,
+    OPT_OUTPUT,
+    OPT_FORCE,
 };
 
 void gf_job_init(gf_job *j)
@@ -58,7 +60,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: gpufilter [OPTION]... INPUT OUTPUT\n"
-"       gpufilter [OPTION]... --stats[=FORMAT] INPUT [OUTPUT]\n"
+"       gpufilter [OPTION]... --output OUTPUT INPUT\n"
+"       gpufilter [OPTION]... --stats[=FORMAT] [--output OUTPUT] INPUT...\n"
 "       gpufilter --tile sweep [--csv] -m MASK INPUT\n"
 "       gpufilter [OPTION]... -o DIR [--files-from FILE] [INPUT]...\n"
 "Filter an image with convolution masks and tone operations, on the GPU when\n"
@@ -76,11 +79,16 @@ static void usage(FILE *out)
 "      --auto-level       stretch the darkest value to 0 and the brightest to\n"
 "                         255, over all colour channels\n"
 "      --stats[=FORMAT]   print statistics of the result: table (default) or\n"
-"                         json; on stderr when OUTPUT is '-'. Without OUTPUT\n"
-"                         no image is written\n"
+"                         json (a document a file); on stderr when OUTPUT is\n"
+"                         '-'. Every argument is an INPUT: an image is written\n"
+"                         only to --output or -o DIR\n"
 "Tone operations never change alpha.\n"
 "\n"
 "Options:\n"
+"      --output FILE      write the result to FILE ('-': standard output)\n"
+"      --force            let a positional OUTPUT replace an existing image that\n"
+"                         gpufilter did not write (refused by default: it may\n"
+"                         be an input typed where the output goes)\n"
 "  -b, --border MODE      how pixels outside the image are read (scipy.ndimage\n"
 "                         names): nearest (default), constant (zero), reflect,\n"
 "                         mirror, wrap\n"
@@ -127,6 +135,7 @@ static void usage(FILE *out)
 "      --shard I/N        process only shard I (0 <= I < N) of the inputs, split\n"
 "                         by a hash of each path: N runs cover every file once\n"
 "      --quiet            no progress line (shown only when stderr is a terminal)\n"
+"                         and no notes; errors are still printed\n"
 "  A file that fails is reported and skipped; the exit status is then 1.\n"
 "\n"
 "      --max-pixels N     refuse images of more than N pixels before decoding\n"
@@ -215,6 +224,26 @@ static int parse_shard(const char *s, int *index, int *count)
         *index >= *count)
         return -1;
     return 0;
+}
+
+/* One image: INPUT OUTPUT, or INPUT with --output FILE, or INPUT alone with
+ * --stats (an image written only when --output names it). */
+static int parse_single_paths(gf_job *j, char **paths, int count)
+{
+    if (count == 0)
+        return usage_error("%s", j->stats || j->output_named ? "expected an INPUT path"
+                                                             : "expected an INPUT and an OUTPUT path");
+    if ((j->stats || j->output_named) && count > 1)
+        return usage_error("%s", "--output names the output: give one INPUT beside it");
+    if (count > 2)
+        return usage_error("%s", "too many arguments: expected INPUT OUTPUT (for several "
+                                 "inputs, -o DIR)");
+    if (count == 1 && !j->stats && !j->output_named)
+        return usage_error("%s", "expected an OUTPUT path (or --stats)");
+    j->input = paths[0];
+    if (count == 2)
+        j->output = paths[1];
+    return -1;
 }
 
 /* Batch mode: every argument is an input; the outputs go to -o DIR. */
@@ -361,6 +390,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"devices", required_argument, NULL, OPT_DEVICES},
         {"csv", no_argument, NULL, OPT_CSV},
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"decode-timeout", required_argument, NULL, OPT_DECODE_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
@@ -502,6 +533,16 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                                    "numbers such as 0,2", optarg);
             j->backend_options.device = j->all_devices ? 0 : j->devices[0];
             break;
+        case OPT_OUTPUT:
+            if (optarg[0] == '\0')
+                return usage_error("%s", "--output '' is empty; give a file name, or - for "
+                                         "standard output");
+            j->output = optarg;
+            j->output_named = 1;
+            break;
+        case OPT_FORCE:
+            j->force = 1;
+            break;
         case OPT_MAX_MEMORY: {
             size_t bytes;
             if (parse_bytes(optarg, &bytes) < 0)
@@ -581,17 +622,17 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         return usage_error("%s", "--csv goes with --tile sweep");
     if (j->tile_sweep)
         return check_sweep(j, argv + optind, paths);
+    if (j->stats && paths > 1)
+        j->batch = 1;  /* with --stats every argument is an input, as with identify */
+    if (j->batch && j->output_named)
+        return usage_error("%s", "--output names the one output of one INPUT; a batch writes "
+                                 "to -o DIR");
     if (j->batch)
         return check_batch(j, argv + optind, paths);
     if (j->suffix || j->shard_count)
         return usage_error("%s", "--suffix and --shard need a batch: -o DIR or --files-from");
-    if (paths > 2)
-        return usage_error("%s", "too many arguments: expected INPUT OUTPUT");
-    if (paths < (j->stats ? 1 : 2))
-        return usage_error("%s", paths == 0 ? "expected an INPUT and an OUTPUT path"
-                                            : "expected an OUTPUT path (or --stats)");
-    j->input = argv[optind];
-    j->output = paths == 2 ? argv[optind + 1] : NULL;
+    if (parse_single_paths(j, argv + optind, paths) == GF_EXIT_USAGE)
+        return GF_EXIT_USAGE;
     if (j->output && j->format == GF_FORMAT_NONE) {
         j->format = strcmp(j->output, "-") == 0 ? GF_FORMAT_PNG : gf_format_from_path(j->output);
         if (j->format == GF_FORMAT_NONE)

@@ -20,6 +20,8 @@ typedef struct {
     int verbose;
     gf_stats_format stats;
     const char *input, *output;  /* output NULL: statistics only */
+    int output_named;            /* output given with --output */
+    int force;                   /* a positional OUTPUT may replace any image */
     /* batch mode: -o DIR and/or --files-from, inputs from the arguments */
     int batch;
     const char *output_dir, *files_from, *suffix;

@@ -58,7 +58,7 @@ LIST_LINE = re.compile(r"^(\S+)\s+(\d+)x(\d+)\s+(\S.*)$")
 def parse_list(text):
     rows = {}
     for line in text.splitlines():
-        if not line.strip():
+        if not line.strip() or line.startswith("# masks from: "):
             continue
         m = LIST_LINE.match(line)
         assert m, f"--list-masks line not 'NAME  WxH  description': {line!r}"
@@ -389,18 +389,30 @@ def test_cuda_without_gpu_fails(gf, rng, tmp_path, gpu_usable):
 
 
 @pytest.mark.parametrize("flags", [["--backend", "auto"], []], ids=["auto", "default"])
-def test_auto_without_gpu_warns_once(gf, rng, tmp_path, gpu_usable, flags):
+def test_auto_without_gpu_is_quiet(gf, rng, tmp_path, gpu_usable, flags):
+    """With no usable GPU the auto route runs on the CPU without a word; -v
+    says why in one line."""
     if gpu_usable:
         pytest.skip("a GPU is usable here")
     img = random_image(rng, 40, 20, 4)
     src = write_png(tmp_path / "in.png", img)
     r = gf.run(*flags, "-m", "sobel", src, tmp_path / "auto.png").ok()
-    assert len(r.err_lines) == 1, f"expected one warning line, got {r.err!r}"
-    assert r.err_lines[0].startswith("gpufilter: ")
-    assert re.search(r"gpu|cuda", r.err_lines[0], re.I)
+    assert r.err == "", r.err
+    r = gf.run(*flags, "-v", "-m", "sobel", src, tmp_path / "auto.png").ok()
+    why = [line for line in r.err_lines if "running on the CPU" in line]
+    assert len(why) == 1 and re.search(r"gpu|cuda", why[0], re.I), r.err
     gf.run("--backend", "cpu", "-m", "sobel", src, tmp_path / "cpu.png").ok()
     assert (tmp_path / "auto.png").read_bytes() == (tmp_path / "cpu.png").read_bytes()
     assert_close(read_png(tmp_path / "auto.png"), apply_masks(img, ["sobel"]))
+
+
+def test_tile_on_the_cpu_says_it_is_ignored(gf, rng, tmp_path):
+    src = write_png(tmp_path / "in.png", random_image(rng, 20, 10, 3))
+    r = gf.run("--backend", "cpu", "--tile", "32x8", "-m", "box3", src, tmp_path / "o.png").ok()
+    assert len(r.err_lines) == 1 and "--tile" in r.err_lines[0] and "ignores" in r.err_lines[0]
+    r = gf.run("--backend", "cpu", "--quiet", "--tile", "32x8", "-m", "box3", src,
+               tmp_path / "o.png").ok()
+    assert r.err == ""
 
 
 @pytest.mark.parametrize("flags", [["--backend", "auto"], []], ids=["auto", "default"])

@@ -227,11 +227,11 @@ def expect_equalize_luminance(img):
 
 
 def run_stats(gf, src, mode="json", extra=(), backend=None, cwd=None, output=None):
-    """gpufilter [--backend B] EXTRA --stats=MODE SRC [OUTPUT]; returns (Result, parsed)."""
+    """gpufilter [--backend B] EXTRA --stats=MODE [--output OUTPUT] SRC; returns (Result, parsed)."""
     flag = "--stats" if mode is None else f"--stats={mode}"
     args = ["--backend", backend or gf.backend, *extra, flag, src]
     if output is not None:
-        args.append(output)
+        args += ["--output", output]
     r = gf.run(*args, cwd=cwd).ok()
     if mode == "json":
         text = r.out.decode()
@@ -394,7 +394,7 @@ def test_stats_output_stdout_goes_to_stderr(gf, rng, tmp_path):
     """With OUTPUT '-', the image is on stdout and the stats on stderr."""
     img = skewed_image(rng, 50, 20, 3)
     src = write_png(tmp_path / "in.png", img)
-    r = gf.run("--backend", gf.backend, "--stats=json", "-m", "box3", src, "-").ok()
+    r = gf.run("--backend", gf.backend, "--stats=json", "-m", "box3", src, "--output", "-").ok()
     out = read_png(r.out, 3)
     try:
         got = json.loads(r.err)
@@ -417,7 +417,7 @@ def test_stats_describes_final_image_wherever_placed(gf, rng, tmp_path):
     src = write_png(tmp_path / "in.png", img)
     dst = tmp_path / "out.png"
     r = gf.run("--backend", gf.backend, "--stats=json", "-m", "box3", "--equalize=channels",
-               src, dst).ok()
+               src, "--output", dst).ok()
     final = read_png(dst, 3)
     assert not np.array_equal(final, img)
     assert_stats(json.loads(r.out), expected_stats(final, src))
@@ -817,7 +817,7 @@ def test_composition(gf, rng, tmp_path, source, pipeline):
         img = skewed_image(rng, 97, 61, int(source[-1]))
     src = write_png(tmp_path / "in.png", img)
     dst = tmp_path / "composed.png"
-    r = gf.run("--backend", gf.backend, *pipeline, "--stats=json", src, dst).ok()
+    r = gf.run("--backend", gf.backend, *pipeline, "--stats=json", src, "--output", dst).ok()
     composed = read_png(dst, img.shape[2])
     # the same, one operation per run
     cur = src
@@ -920,7 +920,7 @@ def test_bad_value(gf, rng, tmp_path, opt, with_output):
     args = ["--backend", gf.backend, opt]
     if not with_output and not opt.startswith("--stats"):
         args.append("--stats")
-    args += [src] + ([dst] if with_output else [])
+    args += [src] + (["--output", dst] if with_output else [])
     r = gf.run(*args)
     check_error(r, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.png"], "an output file was created"
@@ -932,7 +932,7 @@ def test_bad_value(gf, rng, tmp_path, opt, with_output):
 def test_good_value_boundaries(gf, rng, tmp_path, opt):
     src = write_png(tmp_path / "in.png", random_image(rng, 8, 8, 3))
     dst = tmp_path / "out.png"
-    gf.run("--backend", gf.backend, opt, src, dst).ok()
+    gf.run("--backend", gf.backend, opt, src, "--output", dst).ok()
     assert dst.exists()
 
 
