@@ -4403,8 +4403,10 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
      * tile a block where the SMs cannot be counted (right on any device) */
     int dev = 0, sms = 0;
     long long steps = 256 / TH < 1 ? 1 : 256 / TH;
-    if (steps > tiles_y || !conv2d_device_sms(&dev, &sms))
-        steps = steps > tiles_y ? tiles_y : 1;
+    if (steps > tiles_y)
+        steps = tiles_y;
+    if (!conv2d_device_sms(&dev, &sms))
+        steps = 1;
     while (steps > 1 && grid_x * ((tiles_y + steps - 1) / steps) < 16LL * sms)
         steps--;
     if ((tiles_y + steps - 1) / steps > 65535)
