@@ -6,7 +6,8 @@
 #   make test-gpu   the CLI suite with --backend cuda; fails without a usable GPU
 #   make test SANITIZE=1   the same tests on a build with ASan and UBSan (build-sanitize/)
 #   make deps       install the Debian and Python packages the build and tests need
-#   make install    PREFIX=/usr/local: bin/gpufilter and share/gpufilter/masks
+#   make install    PREFIX=/usr/local: bin/gpufilter, the masks, the man page and
+#                   bash and zsh completion; make uninstall removes them
 #
 # Variables: CUDA_HOME (default: the folder above nvcc's), NVCC_ARCH (GPU
 # code), STB_CFLAGS (where stb_image.h is), PREFIX, PYTEST_ARGS, CLI_TESTS (the
@@ -66,7 +67,7 @@ KERNEL_BUILD = build
 KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
-.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install clean fuzz bench-png
+.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install uninstall clean fuzz bench-png
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -164,10 +165,24 @@ test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold check-python
 
 # ---- install --------------------------------------------------------------------
 
+BASH_COMPLETIONS = $(PREFIX)/share/bash-completion/completions
+ZSH_COMPLETIONS  = $(PREFIX)/share/zsh/site-functions
+INSTALLED = $(PREFIX)/bin/gpufilter $(PREFIX)/share/man/man1/gpufilter.1 \
+            $(BASH_COMPLETIONS)/gpufilter $(ZSH_COMPLETIONS)/_gpufilter \
+            $(addprefix $(PREFIX)/share/gpufilter/,$(MASK_FILES))
+
 install: $(BUILD)/gpufilter
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpufilter/masks
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpufilter/masks \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(BASH_COMPLETIONS) $(DESTDIR)$(ZSH_COMPLETIONS)
 	install -m 755 $(BUILD)/gpufilter $(DESTDIR)$(PREFIX)/bin/gpufilter
 	install -m 644 masks/*.mask $(DESTDIR)$(PREFIX)/share/gpufilter/masks/
+	install -m 644 gpufilter.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpufilter.1
+	install -m 644 completions/gpufilter.bash $(DESTDIR)$(BASH_COMPLETIONS)/gpufilter
+	install -m 644 completions/_gpufilter $(DESTDIR)$(ZSH_COMPLETIONS)/_gpufilter
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(PREFIX)/share/gpufilter/masks $(DESTDIR)$(PREFIX)/share/gpufilter 2>/dev/null
 
 clean:
 	rm -rf build build-sanitize build-fuzz out
