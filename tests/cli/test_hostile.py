@@ -221,7 +221,7 @@ def test_large_finite_mask_clamps(gf, rng, tmp_path):
     img = random_image(rng, 23, 17, 1)
     src = write_png(tmp_path / "in.png", img)
     mask = tmp_path / "big.mask"
-    mask.write_text("2 1\n1e12 -1e12\n")
+    mask.write_text("2 1\n1099511627776 -1099511627776\n")  # 2^40: exact in float sums too
     gf.run("--backend", gf.backend, "-m", mask, "-b", "nearest", src, tmp_path / "out.png").ok()
     a = img[:, :, 0].astype(np.int64)
     left = np.concatenate([a[:, :1], a[:, :-1]], axis=1)  # the anchor is (1, 0)
@@ -369,7 +369,7 @@ def test_kill_leaves_no_temporary_for_new_outputs(gf, rng, tmp_path):
 @pytest.mark.cuda_only
 @pytest.mark.parametrize("kernel,mask", [
     ("blocked", "gaussian5"), ("separable", "gaussian7"), ("direct", "box3"),
-    ("direct", "gaussian3"), ("auto", "box15"), ("auto", "sobel"),
+    ("direct", "gaussian3"), ("auto", "box15"), ("auto", "box31"), ("auto", "sobel"),
 ])
 def test_planner_without_device_queries(gf, rng, tmp_path, kernel, mask):
     """Where the planner cannot query the device (GPUFILTER_TEST_FAULT=query)
@@ -377,6 +377,11 @@ def test_planner_without_device_queries(gf, rng, tmp_path, kernel, mask):
     count, and the output is still the CPU backend's."""
     img = random_image(rng, 517, 389, 4)
     src = write_png(tmp_path / "in.png", img)
+    if mask.startswith("box") and int(mask[3:]) > 9:  # past the built-in boxes
+        n = int(mask[3:])
+        path = tmp_path / f"{mask}.mask"
+        path.write_text(f"{n} {n} {n * n}\n" + f"{' '.join(['1'] * n)}\n" * n)
+        mask = str(path)
     gpu, cpu = tmp_path / "gpu.png", tmp_path / "cpu.png"
     r = gf.run("--backend", "cuda", "--kernel", kernel, "-v", "-m", mask, src, gpu,
                env={"GPUFILTER_TEST_FAULT": "query"}).ok()

@@ -24,6 +24,8 @@ def test_man_page_renders_and_covers_help(gf):
     env = {**os.environ, "MANWIDTH": "100", "MAN_KEEP_FORMATTING": "0", "MANROFFSEQ": ""}
     r = subprocess.run(["man", "--warnings", "-l", str(ROOT / "gpufilter.1")], capture_output=True,
                        text=True, env=env, timeout=60)
+    if "system has been minimized" in r.stdout:
+        pytest.skip("man is the stub of a minimized system")
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", r.stderr
     page = re.sub(r".\x08", "", r.stdout).replace("\u2010", "-").replace("\u2212", "-")
