@@ -6,6 +6,7 @@
 #   make test-gpu   the CLI suite with --backend cuda; fails without a usable GPU
 #   make test SANITIZE=1   the same tests on a build with ASan and UBSan (build-sanitize/)
 #   make deps       install the Debian and Python packages the build and tests need
+#                   (the other goals install what they need themselves)
 #   make install    PREFIX=/usr/local: bin/gpufilter, the masks, the man page and
 #                   bash and zsh completion; make uninstall removes them
 #
@@ -30,9 +31,21 @@ CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # Hopper machine code, plus PTX that any GPU from Turing on can compile at start.
 NVCC_ARCH   ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
 STB_CFLAGS  ?= $(shell pkg-config --cflags stb 2>/dev/null || echo -I/usr/include/stb)
-PYTHON      ?= python3
+# the tests' Python: the system's when it has their packages, else
+# $(BUILD)/venv (tools/deps.sh python writes which to $(BUILD)/python)
+PYTHON      ?= $$(cat $(BUILD)/python)
 PYTEST_ARGS ?=
 CLI_TESTS   ?= tests/cli
+
+# What the build needs, installed here when missing (tools/deps.sh says
+# what it installs, or which packages to install), before the optional
+# libraries below are looked for. Goals that build nothing skip it.
+ifneq ($(filter-out clean uninstall deps fuzz,$(or $(MAKECMDGOALS),all)),)
+DEPS_STATUS := $(shell sh tools/deps.sh build $(BUILD) $(patsubst -I%,%,$(firstword $(STB_CFLAGS))) >&2; echo $$?)
+ifneq ($(DEPS_STATUS),0)
+$(error a package the build needs is missing (see above))
+endif
+endif
 
 CC       ?= gcc
 CFLAGS   ?= -O2 -g
@@ -67,7 +80,7 @@ KERNEL_BUILD = build
 KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
-.PHONY: all demo test test-unit test-cli test-gpu deps check-deps install uninstall clean fuzz bench-png
+.PHONY: all demo test test-unit test-cli test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -79,7 +92,14 @@ $(BUILD)/gpufilter: $(BUILD)/obj/main.o $(HOST_OBJ) $(KERNEL_OBJ)
 $(BUILD)/cuda-hold: tests/tools/cuda_hold.c | $(BUILD)/obj
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(LDLIBS)
 
-$(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h | $(BUILD)/obj check-deps
+# The optional libraries this build links: what depends on them is built
+# again when that changes (a library installed after the first build).
+BUILD_CONFIG = LIBDEFLATE=$(LIBDEFLATE) TURBOJPEG=$(TURBOJPEG)
+$(BUILD)/config: FORCE | $(BUILD)/obj
+	@echo '$(BUILD_CONFIG)' | cmp -s - $@ || echo '$(BUILD_CONFIG)' > $@
+.PHONY: FORCE
+
+$(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h $(BUILD)/config | $(BUILD)/obj check-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
 # the built-in masks: masks/*.mask compiled in as a table (builtin_masks.h)
@@ -109,26 +129,20 @@ $(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 
 # ---- packages ---------------------------------------------------------------
 
-APT_PACKAGES = libstb-dev libcmocka-dev libdeflate-dev libturbojpeg0-dev pkg-config python3-pip
-PIP_PACKAGES = numpy scipy pytest pillow opencv-python-headless
-
+# the stb headers and the codecs are seen to when the Makefile is read (above)
 check-deps:
-	@test -f $(patsubst -I%,%,$(firstword $(STB_CFLAGS)))/stb_image.h || { \
-	  echo "gpufilter: stb_image.h not found; install it with: sudo apt-get install libstb-dev" \
-	       "(or run: make deps)"; exit 1; }
 	@test -x $(NVCC) || { echo "gpufilter: nvcc not found; install the CUDA toolkit" \
 	       "(https://developer.nvidia.com/cuda-downloads) or set NVCC=/path/to/nvcc"; exit 1; }
 
-deps:
-	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update && $$SUDO apt-get install -y $(APT_PACKAGES)
-	$(PYTHON) -m pip install --quiet $(PIP_PACKAGES) || \
-	  $(PYTHON) -m pip install --quiet --break-system-packages $(PIP_PACKAGES)
+unit-deps:
+	@sh tools/deps.sh unit $(BUILD)
 
 check-python:
-	@$(PYTHON) -c "import numpy, scipy, pytest, PIL" 2>/dev/null || { \
-	  echo "gpufilter: the tests need numpy, scipy, pytest and Pillow:" \
-	       "$(PYTHON) -m pip install $(PIP_PACKAGES) (or run: make deps)"; exit 1; }
+	@sh tools/deps.sh python $(BUILD)
+
+deps:
+	@sh tools/deps.sh build $(BUILD) && sh tools/deps.sh unit $(BUILD) && \
+	  sh tools/deps.sh python $(BUILD)
 
 # ---- demo ---------------------------------------------------------------------
 
@@ -141,7 +155,7 @@ demo: $(BUILD)/gpufilter
 
 # ---- tests --------------------------------------------------------------------
 
-$(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD)/obj
+$(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD)/obj unit-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
 	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) \
 	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)

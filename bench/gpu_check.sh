@@ -40,6 +40,13 @@ LOGS=${LOGS:-${OUT:-out/gpu-check}}
 mkdir -p "$LOGS" out
 rm -f "$LOGS/sweep.txt" "$LOGS/sanitize.log"  # the stages that append
 export PYTHONUNBUFFERED=1
+# the GPU machine reaches no package registry: never try to install there
+export GF_INSTALL=0
+# the static libdeflate and libturbojpeg the carried objects were built
+# with (carried in .deps/lib): every make of this script links the same
+if [ -d .deps/lib ]; then
+    export LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib"
+fi
 STB=${STB_CFLAGS:--I.deps/stb}
 summary=()
 

@@ -3217,7 +3217,7 @@ static void conv2d_fill(fast_args<NW> &a, const conv2d_plan &pl)
 {
     a.h = pl.h;
     /* bit copies: the DP4A path's packed weights are not meant as floats;
-     * the variant table gives each path a runner that holds all of them */
+     * every runner that reads weights holds all the plan packed */
     assert(pl.nw >= 0 && pl.nw <= NW);
     const int n = pl.nw;
     memcpy(a.w, pl.w, (size_t)n * sizeof(float));
@@ -3245,8 +3245,9 @@ static cudaError_t conv2d_run4(const conv2d_plan &pl, cudaStream_t stream)
 template <int C, int CF, int M>
 static cudaError_t conv2d_run_scan4(const conv2d_plan &pl, cudaStream_t stream)
 {
-    fast_args<1> args;
-    conv2d_fill(args, pl);
+    fast_args<1> args;  /* the prefix sums read no weight: a box's are all one */
+    args.h = pl.h;
+    args.w[0] = 0.0f;
     return conv2d_start(conv2d_scan_kernel4<C, CF, M>, pl.grid, pl.block, pl.shared, stream, args);
 }
 
