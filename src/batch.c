@@ -301,6 +301,7 @@ typedef struct {
     pthread_mutex_t report_lock; /* stderr and stdout lines */
     atomic_size_t next, done, failed;
     int progress;                /* a progress line on stderr (a terminal) */
+    gf_stats_summary summary;    /* --summary: every file's statistics, under report_lock */
     double started;              /* gf_now_ms() */
 } batch_run;
 
@@ -338,6 +339,8 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
     gf_image *img = gf_image_load_limited(item->input);
     if (!img)
         return -1;
+    if (job->gray)
+        gf_image_to_gray(img);
     gf_channel_stats stats[4];
     int status = gf_pipeline_run(&job->pipeline, backend, img, job->stats ? stats : NULL,
                                  item->output != NULL, NULL);
@@ -348,6 +351,8 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
         clear_progress(run);
         gf_stats_print(stdout, job->stats, item->input, img->width, img->height, img->channels,
                        stats);
+        if (job->summary)
+            gf_stats_summary_add(&run->summary, img->width, img->height, img->channels, stats);
         fflush(stdout);
         pthread_mutex_unlock(&run->report_lock);
     }
@@ -444,6 +449,10 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
     if (run.progress) {
         show_progress(&run);
         fputc('\n', stderr);
+    }
+    if (job->summary && run.summary.files > 0) {
+        gf_stats_summary_print(stdout, job->stats, &run.summary);
+        fflush(stdout);
     }
     pthread_mutex_destroy(&run.report_lock);
     return atomic_load(&run.failed);

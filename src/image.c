@@ -4,6 +4,7 @@
 #include "image.h"
 #include "decode_checks.h"
 #include "jpeg_turbo.h"
+#include "tone.h"
 #include "pnm.h"
 
 #include <errno.h>
@@ -65,6 +66,27 @@ void gf_image_free(gf_image *img)
     gf_image_release_memory(img->reserved);
     free(img->pixels);
     free(img);
+}
+
+void gf_image_to_gray(gf_image *img)
+{
+    const int c = img->channels;
+    if (c < 3)
+        return;
+    const size_t n = (size_t)img->width * (size_t)img->height;
+    unsigned char *p = img->pixels;
+    for (size_t i = 0; i < n; i++) {  /* in place: each write lands at or before its read */
+        const unsigned char *rgb = p + i * (size_t)c;
+        const unsigned char luma = (unsigned char)gf_luma(rgb[0], rgb[1], rgb[2]);
+        if (c == 4) {
+            const unsigned char alpha = rgb[3];
+            p[2 * i] = luma;
+            p[2 * i + 1] = alpha;
+        } else {
+            p[i] = luma;
+        }
+    }
+    img->channels = c == 4 ? 2 : 1;
 }
 
 size_t gf_image_bytes(const gf_image *img)

@@ -25,6 +25,9 @@ typedef enum {
 gf_image *gf_image_new(int width, int height, int channels);
 void gf_image_free(gf_image *img);
 size_t gf_image_bytes(const gf_image *img);
+/* RGB -> gray, RGBA -> gray+alpha, in place, with the luma of the tone
+ * operations (OpenCV's fixed-point BT.601); gray images stay as they are. */
+void gf_image_to_gray(gf_image *img);
 
 /* Images with more pixels than this are refused before they are decoded. */
 #define GF_DEFAULT_MAX_PIXELS ((size_t)1 << 30)  /* 1 Gpx: 4 GiB as RGBA */

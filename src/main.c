@@ -48,6 +48,55 @@ static int output_may_be_an_input(const gf_job *j)
     return 1;
 }
 
+/* --verify: the same operations on the reference backend, from a copy of
+ * the decoded image; prints the largest difference and where, and returns
+ * 0 when it is within one level (the GPU's float sums against the
+ * reference's doubles), -1 otherwise or when the reference fails. */
+#define GF_VERIFY_BOUND 1
+
+static int verify_result(const gf_job *j, gf_image *reference, const gf_image *result,
+                         const char *route)
+{
+    gf_backend *cpu = gf_backend_cpu_new(&j->backend_options);
+    if (!cpu || gf_pipeline_run(&j->pipeline, cpu, reference, NULL, 1, NULL) != 0) {
+        if (cpu)
+            cpu->destroy(cpu);
+        gf_error_name_file(j->input);
+        return -1;
+    }
+    cpu->destroy(cpu);
+    const size_t n = gf_image_bytes(result);
+    size_t differ = 0, worst_at = 0;
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int d = abs((int)result->pixels[i] - (int)reference->pixels[i]);
+        differ += d != 0;
+        if (d > worst) {
+            worst = d;
+            worst_at = i;
+        }
+    }
+    const size_t pixel = worst_at / (size_t)result->channels;
+    fprintf(stderr, "gpufilter: verify: %s on %s against the reference: largest difference %d "
+            "(x %zu, y %zu, channel %zu), %zu of %zu values differ; %s the bound of %d\n",
+            j->input, route, worst, pixel % (size_t)result->width, pixel / (size_t)result->width,
+            worst_at % (size_t)result->channels, differ, n,
+            worst <= GF_VERIFY_BOUND ? "within" : "over", GF_VERIFY_BOUND);
+    if (worst <= GF_VERIFY_BOUND)
+        return 0;
+    gf_set_error("%s: the %s result differs from the reference by %d levels; nothing written",
+                 j->input, route, worst);
+    return -1;
+}
+
+static gf_image *copy_of(const gf_image *img)
+{
+    gf_image *copy = gf_image_new(img->width, img->height, img->channels);
+    if (copy)
+        memcpy(copy->pixels, img->pixels, gf_image_bytes(img));
+    return copy;
+}
+
 static int run(const gf_job *j)
 {
     if (output_may_be_an_input(j))
@@ -60,15 +109,25 @@ static int run(const gf_job *j)
     int status = GF_EXIT_FILE;
     double t0 = gf_now_ms();
     gf_image *img = gf_image_load_limited(j->input);
+    if (img && j->gray)
+        gf_image_to_gray(img);
+    gf_image *reference = img && j->verify ? copy_of(img) : NULL;
     double t1 = gf_now_ms(), t2 = t1;
     gf_pipeline_times times = {0};
     gf_channel_stats stats[4];
+    if (img && j->verify && !reference) {
+        gf_set_error("%s: out of memory for --verify's copy", j->input);
+        gf_image_free(img);
+        img = NULL;
+    }
     if (img) {
         int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
-                                         j->output != NULL, &times);
+                                         j->output != NULL || j->verify, &times);
         t2 = gf_now_ms();
         if (run_status == -1)
             gf_error_name_file(j->input);
+        if (run_status == 0 && reference && verify_result(j, reference, img, backend->name) < 0)
+            run_status = -3;
         if (run_status == 0 && j->stats) {
             FILE *out = j->output && strcmp(j->output, "-") == 0 ? stderr : stdout;
             gf_stats_print(out, j->stats, j->input, img->width, img->height, img->channels, stats);
@@ -86,6 +145,7 @@ static int run(const gf_job *j)
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
                 img->channels, backend->name, t1 - t0, times.upload_ms, times.filter_ms,
                 times.download_ms, gf_now_ms() - t2);
+    gf_image_free(reference);
     gf_image_free(img);
     backend->destroy(backend);
     return status;

@@ -355,10 +355,12 @@ static int find_in_folder(const char *folder, void *user)
     return req->found;
 }
 
+/* A value with a '/', or ending in .mask (or libvips's .mat), is a file. */
 static int is_path(const char *s)
 {
     size_t n = strlen(s);
-    return strchr(s, '/') != NULL || (n > 5 && strcmp(s + n - 5, ".mask") == 0);
+    return strchr(s, '/') != NULL || (n > 5 && strcmp(s + n - 5, ".mask") == 0) ||
+           (n > 4 && strcmp(s + n - 4, ".mat") == 0);
 }
 
 static const gf_builtin_mask *find_builtin(const char *name)

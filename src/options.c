@@ -41,6 +41,9 @@ enum {
     OPT_DECODE_TIMEOUT,
     OPT_OUTPUT,
     OPT_FORCE,
+    OPT_GRAY,
+    OPT_VERIFY,
+    OPT_SUMMARY,
 };
 
 void gf_job_init(gf_job *j)
@@ -78,11 +81,16 @@ static void usage(FILE *out)
 "                         (default 2,1)\n"
 "      --auto-level       stretch the darkest value to 0 and the brightest to\n"
 "                         255, over all colour channels\n"
+"      --gray             convert colour to luminance (BT.601, as --equalize)\n"
+"                         right after decoding: RGB -> gray, RGBA -> gray+alpha\n"
 "      --stats[=FORMAT]   print statistics of the result: table (default) or\n"
 "                         json (a document a file); on stderr when OUTPUT is\n"
 "                         '-'. Every argument is an INPUT: an image is written\n"
 "                         only to --output or -o DIR\n"
 "Tone operations never change alpha.\n"
+"\n"
+"      --summary          with --stats over several files: then the statistics\n"
+"                         of all their pixels together, per channel name\n"
 "\n"
 "Options:\n"
 "      --output FILE      write the result to FILE ('-': standard output)\n"
@@ -145,6 +153,9 @@ static void usage(FILE *out)
 "                         batch waits for room, a larger image is refused\n"
 "      --decode-timeout S give up on a file whose decoding takes over S\n"
 "                         seconds (default 120; 0: no limit)\n"
+"      --verify           run the reference (CPU, double precision) too and print\n"
+"                         the largest difference and where; exit 1, nothing\n"
+"                         written, if it is over 1 level\n"
 "  -v, --verbose          print each launch (the direct kernel's arithmetic\n"
 "                         path, tile, block, grid, tiles per block,\n"
 "                         occupancy, shared memory, time) and the time of\n"
@@ -392,6 +403,9 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"force", no_argument, NULL, OPT_FORCE},
+        {"gray", no_argument, NULL, OPT_GRAY},
+        {"verify", no_argument, NULL, OPT_VERIFY},
+        {"summary", no_argument, NULL, OPT_SUMMARY},
         {"decode-timeout", required_argument, NULL, OPT_DECODE_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
@@ -543,6 +557,15 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         case OPT_FORCE:
             j->force = 1;
             break;
+        case OPT_GRAY:
+            j->gray = 1;
+            break;
+        case OPT_VERIFY:
+            j->verify = 1;
+            break;
+        case OPT_SUMMARY:
+            j->summary = 1;
+            break;
         case OPT_MAX_MEMORY: {
             size_t bytes;
             if (parse_bytes(optarg, &bytes) < 0)
@@ -624,6 +647,10 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         return check_sweep(j, argv + optind, paths);
     if (j->stats && paths > 1)
         j->batch = 1;  /* with --stats every argument is an input, as with identify */
+    if (j->summary && !(j->stats && j->batch))
+        return usage_error("%s", "--summary goes with --stats over several files");
+    if (j->verify && (j->batch || j->tile_sweep))
+        return usage_error("%s", "--verify checks one INPUT: it runs the filter twice");
     if (j->batch && j->output_named)
         return usage_error("%s", "--output names the one output of one INPUT; a batch writes "
                                  "to -o DIR");

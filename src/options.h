@@ -22,6 +22,9 @@ typedef struct {
     const char *input, *output;  /* output NULL: statistics only */
     int output_named;            /* output given with --output */
     int force;                   /* a positional OUTPUT may replace any image */
+    int gray;                    /* --gray: colour to luminance after decoding */
+    int verify;                  /* --verify: compare with the reference backend */
+    int summary;                 /* --summary: a batch's statistics over all files */
     /* batch mode: -o DIR and/or --files-from, inputs from the arguments */
     int batch;
     const char *output_dir, *files_from, *suffix;

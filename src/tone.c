@@ -91,3 +91,68 @@ void gf_stats_print(FILE *out, gf_stats_format format, const char *file, int wid
     else
         print_table(out, file, width, height, channels, per_channel);
 }
+
+/* ---- the summary of a batch ----------------------------------------------- */
+
+static const char *const summary_names[GF_SUMMARY_CHANNELS] = {"gray", "red", "green", "blue",
+                                                               "alpha"};
+
+static int summary_slot(const char *name)
+{
+    for (int i = 0; i < GF_SUMMARY_CHANNELS; i++)
+        if (strcmp(summary_names[i], name) == 0)
+            return i;
+    return 0;
+}
+
+void gf_stats_summary_add(gf_stats_summary *summary, int width, int height, int channels,
+                          const gf_channel_stats *per_channel)
+{
+    summary->files++;
+    summary->pixels += (unsigned long long)width * (unsigned long long)height;
+    for (int c = 0; c < channels; c++) {
+        const int k = summary_slot(gf_channel_name(channels, c));
+        gf_channel_stats *into = &summary->channel[k];
+        const gf_channel_stats *from = &per_channel[c];
+        if (!summary->present[k] || from->min < into->min)
+            into->min = from->min;
+        if (!summary->present[k] || from->max > into->max)
+            into->max = from->max;
+        summary->present[k] = 1;
+        into->sum += from->sum;
+        into->sum_squares += from->sum_squares;
+        for (int v = 0; v < GF_BINS; v++)
+            into->histogram[v] += from->histogram[v];
+    }
+}
+
+void gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_summary *summary)
+{
+    int first = 1;
+    if (format == GF_STATS_JSON)
+        fprintf(out, "{\"summary\": {\"files\": %llu, \"pixels\": %llu}, \"channels\": [",
+                summary->files, summary->pixels);
+    else
+        fprintf(out, "all %llu files: %llu pixels\n%-8s %5s %5s %10s %10s %7s\n", summary->files,
+                summary->pixels, "channel", "min", "max", "mean", "std", "median");
+    for (int k = 0; k < GF_SUMMARY_CHANNELS; k++) {
+        if (!summary->present[k])
+            continue;
+        gf_channel_summary s;
+        gf_stats_summarize(&summary->channel[k], &s);
+        if (format != GF_STATS_JSON) {
+            fprintf(out, "%-8s %5d %5d %10.4f %10.4f %7d\n", summary_names[k], s.min, s.max, s.mean,
+                    s.std, s.median);
+            continue;
+        }
+        fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
+                     "\"std\": %.17g, \"median\": %d, \"histogram\": [",
+                first ? "" : ",", summary_names[k], s.min, s.max, s.mean, s.std, s.median);
+        for (int v = 0; v < GF_BINS; v++)
+            fprintf(out, "%s%llu", v ? ", " : "", summary->channel[k].histogram[v]);
+        fprintf(out, "]}");
+        first = 0;
+    }
+    if (format == GF_STATS_JSON)
+        fprintf(out, "\n]}\n");
+}

@@ -21,4 +21,16 @@ const char *gf_channel_name(int channels, int c);
 void gf_stats_print(FILE *out, gf_stats_format format, const char *file, int width, int height,
                     int channels, const gf_channel_stats *per_channel);
 
+/* --summary: the statistics of every pixel of every file of a batch, per
+ * channel name (gray, red, green, blue, alpha), from the files' own. */
+enum { GF_SUMMARY_CHANNELS = 5 };
+typedef struct {
+    unsigned long long files, pixels;
+    int present[GF_SUMMARY_CHANNELS];
+    gf_channel_stats channel[GF_SUMMARY_CHANNELS];
+} gf_stats_summary;
+void gf_stats_summary_add(gf_stats_summary *summary, int width, int height, int channels,
+                          const gf_channel_stats *per_channel);
+void gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_summary *summary);
+
 #endif

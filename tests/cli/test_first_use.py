@@ -2,7 +2,9 @@
 --stats over several files."""
 
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 
@@ -12,6 +14,8 @@ from PIL import Image
 
 from gftest import random_image, read_png, write_png
 from test_cli import check_error
+
+ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
 
 
 def two_photos(rng, tmp_path):
@@ -143,3 +147,113 @@ def test_a_mask_file_overrides_the_built_in(gf, rng, tmp_path):
     listing = subprocess.run([str(lone), "--list-masks"], capture_output=True, text=True,
                              env=env, timeout=60).stdout
     assert f"my sobel: identity  ({folder})" in listing and str(folder) in listing.splitlines()[0]
+
+
+# ---- --gray, --verify, --summary, libvips matrices ------------------------------------------
+
+
+def luma(rgb):
+    """The Y of OpenCV's RGB2YCrCb (fixed-point BT.601): the luminance that
+    --equalize works on, and so the oracle of --gray (RGB2GRAY rounds
+    differently in about 0.2% of pixels)."""
+    import cv2
+    return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YCrCb)[:, :, 0]
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_gray(gf, rng, tmp_path, channels):
+    img = random_image(rng, 37, 19, channels)
+    src = write_png(tmp_path / "in.png", img)
+    out = tmp_path / "out.png"
+    gf.run("--backend", gf.backend, "--gray", src, out).ok()
+    got = read_png(out)
+    if channels <= 2:
+        want = img
+    else:
+        want = luma(img[:, :, :3])[:, :, None]
+        if channels == 4:
+            want = np.concatenate([want, img[:, :, 3:]], axis=2)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_gray_jpeg_is_one_channel(gf, rng, tmp_path):
+    """A colour photo made gray is written as a one-channel JPEG, smaller than
+    the colour one, and it decodes as gray."""
+    src = tmp_path / "in.png"
+    from gftest import photo
+    write_png(src, photo("astronaut.png", "RGB"))
+    gf.run("--backend", gf.backend, "--gray", src, tmp_path / "gray.jpg").ok()
+    gf.run("--backend", gf.backend, src, tmp_path / "colour.jpg").ok()
+    with Image.open(tmp_path / "gray.jpg") as im:
+        assert im.mode == "L" and im.layers == 1
+    assert (tmp_path / "gray.jpg").stat().st_size < (tmp_path / "colour.jpg").stat().st_size
+
+
+def test_verify(gf, rng, tmp_path):
+    """--verify runs the reference too and prints the largest difference and
+    where; within one level the output is written."""
+    src = write_png(tmp_path / "in.png", random_image(rng, 61, 43, 4))
+    out = tmp_path / "out.png"
+    r = gf.run("--backend", gf.backend, "--verify", "-m", "gaussian5", "-m", "sobel", src, out).ok()
+    lines = [line for line in r.err_lines if "verify:" in line]
+    assert len(lines) == 1, r.err
+    m = re.search(r"largest difference (\d+) \(x (\d+), y (\d+), channel (\d)\), (\d+) of (\d+) "
+                  r"values differ; within the bound of 1", lines[0])
+    assert m, lines[0]
+    assert int(m.group(1)) <= 1 and int(m.group(6)) == 61 * 43 * 4
+    if gf.backend == "cpu":
+        assert int(m.group(1)) == 0 and int(m.group(5)) == 0
+    assert out.exists()
+    check_error(gf.run("--verify", "-o", tmp_path / "d", src), 2, ["--verify"])
+
+
+def test_stats_summary_over_files(gf, rng, tmp_path):
+    """--summary: after each file's statistics, one document over every pixel
+    of every file, per channel name, against numpy."""
+    imgs = [random_image(rng, 13, 7, 3), random_image(rng, 5, 9, 4), random_image(rng, 8, 8, 1)]
+    srcs = [write_png(tmp_path / f"i{k}.png", im) for k, im in enumerate(imgs)]
+    r = gf.run("--backend", gf.backend, "--stats=json", "--summary", "-j", "2", *srcs).ok()
+    decoder, text, at, docs = json.JSONDecoder(), r.out.decode(), 0, []
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+    assert len(docs) == 4 and "summary" in docs[-1] and all("file" in d for d in docs[:3])
+    summary = docs[-1]
+    assert summary["summary"] == {"files": 3, "pixels": 13 * 7 + 5 * 9 + 64}
+    values = {"red": [imgs[0][:, :, 0], imgs[1][:, :, 0]], "green": [imgs[0][:, :, 1], imgs[1][:, :, 1]],
+              "blue": [imgs[0][:, :, 2], imgs[1][:, :, 2]], "alpha": [imgs[1][:, :, 3]],
+              "gray": [imgs[2][:, :, 0]]}
+    assert [ch["name"] for ch in summary["channels"]] == ["gray", "red", "green", "blue", "alpha"]
+    for ch in summary["channels"]:
+        v = np.concatenate([a.ravel() for a in values[ch["name"]]]).astype(np.int64)
+        hist = np.bincount(v, minlength=256)
+        assert ch["histogram"] == hist.tolist()
+        assert (ch["min"], ch["max"]) == (v.min(), v.max())
+        assert ch["median"] == int(np.searchsorted(np.cumsum(hist) * 2, v.size))
+        assert math.isclose(ch["mean"], v.mean(), rel_tol=1e-12)
+        assert math.isclose(ch["std"], v.std(), rel_tol=1e-9)
+    check_error(gf.run("--stats", "--summary", srcs[0]), 2, ["--summary"])
+
+
+def test_vips_matrix_files(gf, rng, tmp_path):
+    """A mask file without its comment lines, named .mat, is a libvips matrix:
+    gpufilter reads it as a file, and vips conv gives the same image."""
+    body = "".join(line for line in (ROOT / "masks/gaussian5.mask").read_text().splitlines(True)
+                   if not line.startswith("#"))
+    mat = tmp_path / "g5.mat"
+    mat.write_text(body)
+    img = random_image(rng, 47, 31, 1)
+    src = write_png(tmp_path / "in.png", img)
+    gf.run("--backend", gf.backend, "-m", mat.name, src, tmp_path / "gf.png", cwd=tmp_path).ok()
+    gf.run("--backend", gf.backend, "-m", "gaussian5", src, tmp_path / "named.png").ok()
+    assert np.array_equal(read_png(tmp_path / "gf.png"), read_png(tmp_path / "named.png"))
+    if not shutil.which("vips"):
+        pytest.skip("vips is not installed")
+    r = subprocess.run(["vips", "conv", str(src), str(tmp_path / "vips.png"), str(mat),
+                        "--precision", "integer"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # vips reads pixels outside the image as its edge does (--border nearest's)
+    # only in its interior: compare there
+    got, want = read_png(tmp_path / "gf.png")[2:-2, 2:-2], read_png(tmp_path / "vips.png")[2:-2, 2:-2]
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1

@@ -304,34 +304,45 @@ def leftover_temporaries(folder):
     return [n for n in os.listdir(folder) if n.startswith(".")]
 
 
-def test_interrupts_leave_no_temporary_files(gf, rng, tmp_path):
-    """SIGINT at many moments of a batch with more threads than cores, many
-    small outputs being created at once: no temporary file is ever left, no
-    spurious failure line is printed, and the process ends by the signal."""
+def interrupted_batches(gf, rng, tmp_path, stop, runs=12):
+    """Batches of 300 small files on 64 threads (more than the cores, many
+    outputs being created at once), each stopped by stop(proc) a little
+    later after its first output than the last; yields (returncode,
+    stderr, output folder, image) for each."""
     folder = tmp_path / "in"
     folder.mkdir()
     img = random_image(rng, 64, 48, 3)
-    inputs = [write_png(folder / f"i{i:03d}.png", img) for i in range(300)]
-    runs = 12
+    inputs = [str(write_png(folder / f"i{i:03d}.png", img)) for i in range(300)]
     for run in range(runs):
         out = tmp_path / f"out{run}"
         proc = subprocess.Popen([str(gf.path), "--backend", "cpu", "-j", "64", "-o", str(out)]
-                                + [str(p) for p in inputs],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                + inputs, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.time() + 60
         while time.time() < deadline and not (out.exists() and os.listdir(out)) \
                 and proc.poll() is None:
             time.sleep(0.001)
         time.sleep(run * 0.004)
-        proc.send_signal(signal.SIGINT)
+        stop(proc)
         _, err = proc.communicate(timeout=60)
-        if proc.returncode == 0:
+        yield proc.returncode, err, out, img
+
+
+def assert_outputs_whole(out, img):
+    assert leftover_temporaries(out) == [], leftover_temporaries(out)
+    for name in os.listdir(out):  # every output left is complete
+        assert np.array_equal(read_png(out / name), img)
+
+
+def test_interrupts_leave_no_temporary_files(gf, rng, tmp_path):
+    """SIGINT at many moments of a batch: no temporary file is ever left, no
+    spurious failure line is printed, and the process ends by the signal."""
+    stop = lambda proc: proc.send_signal(signal.SIGINT)  # noqa: E731
+    for rc, err, out, img in interrupted_batches(gf, rng, tmp_path, stop):
+        if rc == 0:
             continue  # finished before the signal
-        assert proc.returncode == -signal.SIGINT, err
-        assert leftover_temporaries(out) == [], (run, leftover_temporaries(out))
+        assert rc == -signal.SIGINT, err
         assert b"Interrupted" not in err and b"cannot create" not in err, err
-        for name in os.listdir(out):  # every output left is complete
-            assert np.array_equal(read_png(out / name), img)
+        assert_outputs_whole(out, img)
 
 
 def test_kill_leaves_no_temporary_for_new_outputs(gf, rng, tmp_path):
@@ -342,25 +353,8 @@ def test_kill_leaves_no_temporary_for_new_outputs(gf, rng, tmp_path):
         os.close(os.open(tmp_path, os.O_TMPFILE | os.O_WRONLY, 0o600))
     except (AttributeError, OSError):
         pytest.skip("no O_TMPFILE on this file system")
-    folder = tmp_path / "in"
-    folder.mkdir()
-    img = random_image(rng, 64, 48, 3)
-    inputs = [write_png(folder / f"i{i:03d}.png", img) for i in range(300)]
-    for run in range(12):
-        out = tmp_path / f"out{run}"
-        proc = subprocess.Popen([str(gf.path), "--backend", "cpu", "-j", "64", "-o", str(out)]
-                                + [str(p) for p in inputs],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while time.time() < deadline and not (out.exists() and os.listdir(out)) \
-                and proc.poll() is None:
-            time.sleep(0.001)
-        time.sleep(run * 0.004)
-        proc.kill()
-        proc.wait(timeout=60)
-        assert leftover_temporaries(out) == [], (run, leftover_temporaries(out))
-        for name in os.listdir(out):
-            assert np.array_equal(read_png(out / name), img)
+    for _, _, out, img in interrupted_batches(gf, rng, tmp_path, lambda proc: proc.kill()):
+        assert_outputs_whole(out, img)
 
 
 # ---- the GPU planner without its device queries -----------------------------------------
