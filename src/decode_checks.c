@@ -9,29 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "util.h"
 
 static const char truncated[] = "truncated file (the image data ends early)";
-
-static uint32_t be16(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 8 | p[1];
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint32_t le16(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static int refuse(const char *name, const char *problem)
 {
@@ -161,7 +142,7 @@ static const unsigned char *jpeg_sequential_frame(const unsigned char *d, size_t
             i += marker == 0xFF ? 1 : 2;
             continue;
         }
-        const size_t segment = be16(d + i + 2);
+        const size_t segment = gf_be16(d + i + 2);
         if (marker == 0xDA || marker == 0xD9 || segment < 2 || segment > n - i - 2)
             return NULL;
         if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
@@ -186,7 +167,7 @@ static int jpeg_size_check(const unsigned char *d, size_t n, const char *name)
     const unsigned char *s = jpeg_sequential_frame(d, n, &length);
     if (!s || length < 6 || length < 6 + 3 * (size_t)s[5])
         return 0;  /* stb_image refuses a short header itself */
-    const uint64_t height = be16(s + 1), width = be16(s + 3);
+    const uint64_t height = gf_be16(s + 1), width = gf_be16(s + 3);
     const int components = s[5];
     uint64_t hmax = 1, vmax = 1;
     for (int k = 0; k < components; k++) {
@@ -214,7 +195,7 @@ static int png_is_complete(const unsigned char *d, size_t n, uint64_t *idat_byte
     size_t i = 8;
     *idat_bytes = 0;
     while (i + 12 <= n) {
-        size_t length = be32(d + i);
+        size_t length = gf_be32(d + i);
         if (memcmp(d + i + 4, "IEND", 4) == 0)
             return 1;
         if (length > n - i - 12)
@@ -236,7 +217,7 @@ static int png_size_check(const unsigned char *d, size_t n, const char *name)
     uint64_t idat;
     if (n < 33 || memcmp(d + 12, "IHDR", 4) != 0 || !png_is_complete(d, n, &idat))
         return 0;
-    const uint64_t width = be32(d + 16), height = be32(d + 20), depth = d[24];
+    const uint64_t width = gf_be32(d + 16), height = gf_be32(d + 20), depth = d[24];
     const unsigned type = d[25];
     if (type > 6 || samples[type] == 0 || width > (1u << 24) || height > (1u << 24) || depth > 16)
         return 0;  /* stb_image refuses it */
@@ -285,19 +266,19 @@ static int bmp_data_check(const unsigned char *d, size_t n, const char *name)
 {
     if (n < 26)
         return 0;  /* too short for stb to read a header: it says so itself */
-    uint64_t offset = le32(d + 10), header = le32(d + 14), width, rows, bpp;
+    uint64_t offset = gf_le32(d + 10), header = gf_le32(d + 14), width, rows, bpp;
     if (header == 12) {
-        width = le16(d + 18);
-        rows = le16(d + 20);
-        bpp = le16(d + 24);
+        width = gf_le16(d + 18);
+        rows = gf_le16(d + 20);
+        bpp = gf_le16(d + 24);
     } else {
         if (n < 34 || header < 40)
             return 0;
-        const uint64_t compression = le32(d + 30);
-        const int32_t height = (int32_t)le32(d + 22);
-        width = le32(d + 18);
+        const uint64_t compression = gf_le32(d + 30);
+        const int32_t height = (int32_t)gf_le32(d + 22);
+        width = gf_le32(d + 18);
         rows = height < 0 ? (uint64_t)(-(int64_t)height) : (uint64_t)height;
-        bpp = le16(d + 28);
+        bpp = gf_le16(d + 28);
         if (compression != 0 && compression != 3)
             return 0;  /* RLE and embedded JPEG/PNG: stb refuses them */
     }
@@ -318,7 +299,7 @@ static int looks_like_tga(const unsigned char *d, size_t n)
     if (type != 1 && type != 2 && type != 3 && type != 9 && type != 10 && type != 11)
         return 0;
     int bpp = d[16];
-    return le16(d + 12) > 0 && le16(d + 14) > 0 && (bpp == 8 || bpp == 15 || bpp == 16 ||
+    return gf_le16(d + 12) > 0 && gf_le16(d + 14) > 0 && (bpp == 8 || bpp == 15 || bpp == 16 ||
                                                      bpp == 24 || bpp == 32);
 }
 
@@ -351,8 +332,8 @@ static int tga_rle_check(const unsigned char *d, size_t n, size_t at, uint64_t p
 static int tga_data_check(const unsigned char *d, size_t n, const char *name)
 {
     const int type = d[2];
-    const uint64_t width = le16(d + 12), height = le16(d + 14), pixels = width * height;
-    const uint64_t map_bytes = d[1] ? le16(d + 3) + (uint64_t)le16(d + 5) * ((d[7] + 7u) / 8) : 0;
+    const uint64_t width = gf_le16(d + 12), height = gf_le16(d + 14), pixels = width * height;
+    const uint64_t map_bytes = d[1] ? gf_le16(d + 3) + (uint64_t)gf_le16(d + 5) * ((d[7] + 7u) / 8) : 0;
     const uint64_t start = 18 + d[0] + map_bytes, pixel_bytes = (d[16] + 7u) / 8;
     if (type < 8)
         return start + pixels * pixel_bytes > n ? refuse(name, truncated) : 0;
@@ -427,7 +408,7 @@ static int gif_data_check(const unsigned char *d, size_t n, const char *name)
 {
     if (n < 13)
         return refuse(name, truncated);
-    const uint64_t width = le16(d + 6), height = le16(d + 8);
+    const uint64_t width = gf_le16(d + 6), height = gf_le16(d + 8);
     if (check_declared_size(name, "GIF", width, height, width * height,
                             8192 * (uint64_t)n + 65536, n) < 0)
         return -1;
@@ -485,7 +466,7 @@ static int psd_rle_check(const unsigned char *d, size_t n, size_t at, uint64_t c
         return refuse(name, truncated);
     uint64_t sum = 0;
     for (uint64_t r = 0; r < rows; r++)
-        sum += be16(d + at + 2 * r);
+        sum += gf_be16(d + at + 2 * r);
     at += 2 * rows;
     if (sum > n - at)
         return refuse(name, truncated);
@@ -503,8 +484,8 @@ static int psd_data_check(const unsigned char *d, size_t n, const char *name)
 {
     if (n < 26)
         return refuse(name, truncated);
-    const uint64_t channels = be16(d + 12), height = be32(d + 14), width = be32(d + 18);
-    const uint64_t depth = be16(d + 22);
+    const uint64_t channels = gf_be16(d + 12), height = gf_be32(d + 14), width = gf_be32(d + 18);
+    const uint64_t depth = gf_be16(d + 22);
     if (channels == 0)
         return refuse(name, "corrupt PSD (no channels)");
     if (channels > 16 || width > (1u << 24) || height > (1u << 24))
@@ -514,13 +495,13 @@ static int psd_data_check(const unsigned char *d, size_t n, const char *name)
         return -1;
     size_t at = 26;
     for (int section = 0; section < 3; section++) {
-        if (n - at < 4 || be32(d + at) > n - at - 4)
+        if (n - at < 4 || gf_be32(d + at) > n - at - 4)
             return refuse(name, truncated);
-        at += 4 + be32(d + at);
+        at += 4 + gf_be32(d + at);
     }
     if (n - at < 2)
         return refuse(name, truncated);
-    const unsigned compression = be16(d + at);
+    const unsigned compression = gf_be16(d + at);
     at += 2;
     if (compression == 1)
         return psd_rle_check(d, n, at, channels, width, height, name);

@@ -4,6 +4,7 @@
 #define GF_IMAGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     int width;
@@ -82,6 +83,8 @@ const char *gf_format_name(gf_format format);
 /* PNG compression level: 0 (none) .. 12 with libdeflate (0 .. 9 otherwise). */
 #define GF_DEFAULT_PNG_LEVEL 3
 void gf_image_set_png_level(int level);
+/* The CRC of a PNG chunk's type and data (stb_image_write's). */
+uint32_t gf_png_crc32(const unsigned char *data, size_t size);
 /* Which deflate PNG encoding uses: "libdeflate" or "stb_image_write". */
 const char *gf_png_deflater(void);
 

@@ -10,34 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bytes.h"
 #include "util.h"
 
 static const char png_keyword[] = "Software";
 static const char mark_text[] = "gpufilter";
-
-static uint32_t crc32_of(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = c >> 1 ^ (0xEDB88320u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /* Insert 'extra' at 'at' in the heap buffer *data of *size bytes. */
 static int insert_bytes(unsigned char **data, size_t *size, size_t at, const unsigned char *extra,
@@ -60,11 +37,11 @@ static int mark_png(unsigned char **data, size_t *size)
         return 0;
     unsigned char chunk[4 + 4 + sizeof png_keyword + sizeof mark_text - 1 + 4];
     const size_t text = sizeof png_keyword + sizeof mark_text - 1;  /* keyword NUL value */
-    put_be32(chunk, (uint32_t)text);
+    gf_put_be32(chunk, (uint32_t)text);
     memcpy(chunk + 4, "tEXt", 4);
     memcpy(chunk + 8, png_keyword, sizeof png_keyword);
     memcpy(chunk + 8 + sizeof png_keyword, mark_text, sizeof mark_text - 1);
-    put_be32(chunk + 8 + text, crc32_of(chunk + 4, 4 + text));
+    gf_put_be32(chunk + 8 + text, gf_png_crc32(chunk + 4, 4 + text));
     return insert_bytes(data, size, 33, chunk, sizeof chunk);
 }
 
@@ -77,7 +54,7 @@ static int mark_jpeg(unsigned char **data, size_t *size)
         return 0;
     size_t at = 2;
     if (*size >= 6 && d[2] == 0xFF && d[3] == 0xE0)
-        at = 4 + ((size_t)d[4] << 8 | d[5]);
+        at = 4 + (size_t)gf_be16(d + 4);
     if (at > *size)
         return 0;
     unsigned char segment[4 + sizeof mark_text - 1];
@@ -103,7 +80,7 @@ static int png_has_mark(const unsigned char *d, size_t n)
 {
     size_t i = 8;
     while (i + 12 <= n) {
-        const size_t length = be32(d + i);
+        const size_t length = gf_be32(d + i);
         if (length > n - i - 12 || memcmp(d + i + 4, "IDAT", 4) == 0)
             return 0;
         if (memcmp(d + i + 4, "tEXt", 4) == 0 && length >= sizeof png_keyword + sizeof mark_text - 1 &&
@@ -119,7 +96,7 @@ static int jpeg_has_mark(const unsigned char *d, size_t n)
 {
     size_t i = 2;
     while (i + 4 <= n && d[i] == 0xFF && d[i + 1] != 0xDA) {
-        const size_t length = (size_t)d[i + 2] << 8 | d[i + 3];
+        const size_t length = gf_be16(d + i + 2);
         if (d[i + 1] == 0xFE && length >= 2 + sizeof mark_text - 1 && i + 4 + sizeof mark_text - 1 <= n &&
             memcmp(d + i + 4, mark_text, sizeof mark_text - 1) == 0)
             return 1;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "util.h"
 
 static const char truncated[] = "truncated file (the image data ends early)";
@@ -128,7 +129,7 @@ static int scale_samples(const unsigned char *in, size_t samples, unsigned maxva
     int ok = 1;
     if (maxval > 255) {
         for (size_t i = 0; i < samples && ok; i++) {
-            const unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
+            const unsigned v = gf_be16(in + 2 * i);
             ok = v <= maxval;
             out[i] = ok ? table[v] : 0;
         }

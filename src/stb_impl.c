@@ -44,6 +44,14 @@ static unsigned char *gf_png_deflate(unsigned char *data, int size, int *out_siz
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
 
+#include "image.h"
+
+/* PNG's chunk CRC, stb_image_write's own (for the mark of image_mark.c) */
+uint32_t gf_png_crc32(const unsigned char *data, size_t size)
+{
+    return stbiw__crc32((unsigned char *)data, (int)size);
+}
+
 const char *gf_png_deflater(void)
 {
 #ifdef GF_HAVE_LIBDEFLATE
