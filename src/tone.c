@@ -51,22 +51,41 @@ static void print_json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
+/* One channel of a JSON report: its object, after a comma unless first. */
+static void print_json_channel(FILE *out, const char *name, const gf_channel_stats *stats,
+                               int first)
+{
+    gf_channel_summary s;
+    gf_stats_summarize(stats, &s);
+    fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
+                 "\"std\": %.17g, \"median\": %d, \"histogram\": [",
+            first ? "" : ",", name, s.min, s.max, s.mean, s.std, s.median);
+    for (int v = 0; v < GF_BINS; v++)
+        fprintf(out, "%s%llu", v ? ", " : "", stats->histogram[v]);
+    fprintf(out, "]}");
+}
+
+/* One channel of a table report: its header row first. */
+static void print_table_header(FILE *out)
+{
+    fprintf(out, "%-8s %5s %5s %10s %10s %7s\n", "channel", "min", "max", "mean", "std", "median");
+}
+
+static void print_table_channel(FILE *out, const char *name, const gf_channel_stats *stats)
+{
+    gf_channel_summary s;
+    gf_stats_summarize(stats, &s);
+    fprintf(out, "%-8s %5d %5d %10.4f %10.4f %7d\n", name, s.min, s.max, s.mean, s.std, s.median);
+}
+
 static void print_json(FILE *out, const char *file, int width, int height, int channels,
                        const gf_channel_stats *per_channel)
 {
     fprintf(out, "{\"file\": ");
     print_json_string(out, file);
     fprintf(out, ", \"width\": %d, \"height\": %d, \"channels\": [", width, height);
-    for (int c = 0; c < channels; c++) {
-        gf_channel_summary s;
-        gf_stats_summarize(&per_channel[c], &s);
-        fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
-                     "\"std\": %.17g, \"median\": %d, \"histogram\": [",
-                c ? "," : "", gf_channel_name(channels, c), s.min, s.max, s.mean, s.std, s.median);
-        for (int v = 0; v < GF_BINS; v++)
-            fprintf(out, "%s%llu", v ? ", " : "", per_channel[c].histogram[v]);
-        fprintf(out, "]}");
-    }
+    for (int c = 0; c < channels; c++)
+        print_json_channel(out, gf_channel_name(channels, c), &per_channel[c], c == 0);
     fprintf(out, "\n]}\n");
 }
 
@@ -74,13 +93,9 @@ static void print_table(FILE *out, const char *file, int width, int height, int 
                         const gf_channel_stats *per_channel)
 {
     fprintf(out, "%s: %dx%d, %d channel%s\n", file, width, height, channels, channels > 1 ? "s" : "");
-    fprintf(out, "%-8s %5s %5s %10s %10s %7s\n", "channel", "min", "max", "mean", "std", "median");
-    for (int c = 0; c < channels; c++) {
-        gf_channel_summary s;
-        gf_stats_summarize(&per_channel[c], &s);
-        fprintf(out, "%-8s %5d %5d %10.4f %10.4f %7d\n", gf_channel_name(channels, c), s.min, s.max,
-                s.mean, s.std, s.median);
-    }
+    print_table_header(out);
+    for (int c = 0; c < channels; c++)
+        print_table_channel(out, gf_channel_name(channels, c), &per_channel[c]);
 }
 
 void gf_stats_print(FILE *out, gf_stats_format format, const char *file, int width, int height,
@@ -128,29 +143,21 @@ void gf_stats_summary_add(gf_stats_summary *summary, int width, int height, int 
 
 void gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_summary *summary)
 {
-    int first = 1;
     if (format == GF_STATS_JSON)
         fprintf(out, "{\"summary\": {\"files\": %llu, \"pixels\": %llu}, \"channels\": [",
                 summary->files, summary->pixels);
-    else
-        fprintf(out, "all %llu files: %llu pixels\n%-8s %5s %5s %10s %10s %7s\n", summary->files,
-                summary->pixels, "channel", "min", "max", "mean", "std", "median");
+    else {
+        fprintf(out, "all %llu files: %llu pixels\n", summary->files, summary->pixels);
+        print_table_header(out);
+    }
+    int first = 1;
     for (int k = 0; k < GF_SUMMARY_CHANNELS; k++) {
         if (!summary->present[k])
             continue;
-        gf_channel_summary s;
-        gf_stats_summarize(&summary->channel[k], &s);
-        if (format != GF_STATS_JSON) {
-            fprintf(out, "%-8s %5d %5d %10.4f %10.4f %7d\n", summary_names[k], s.min, s.max, s.mean,
-                    s.std, s.median);
-            continue;
-        }
-        fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
-                     "\"std\": %.17g, \"median\": %d, \"histogram\": [",
-                first ? "" : ",", summary_names[k], s.min, s.max, s.mean, s.std, s.median);
-        for (int v = 0; v < GF_BINS; v++)
-            fprintf(out, "%s%llu", v ? ", " : "", summary->channel[k].histogram[v]);
-        fprintf(out, "]}");
+        if (format == GF_STATS_JSON)
+            print_json_channel(out, summary_names[k], &summary->channel[k], first);
+        else
+            print_table_channel(out, summary_names[k], &summary->channel[k]);
         first = 0;
     }
     if (format == GF_STATS_JSON)
