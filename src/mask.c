@@ -412,6 +412,7 @@ typedef struct {
     list_entry *entries;
     size_t count, capacity;
     int failed;
+    gf_mask *mask;        /* where each listed mask is loaded */
     char searched[2048];  /* the folders looked in, for the listing's first line */
 } list_state;
 
@@ -423,37 +424,24 @@ static int already_listed(const list_state *s, const char *name)
     return 0;
 }
 
-/* Add the listing's line for one mask, loaded by load (a file or a
- * built-in); 'source' says where it came from. */
-static void list_mask(list_state *s, const char *name, const char *source,
-                      int (*load)(const void *from, gf_mask *mask), const void *from)
+/* Add the listing's line for one mask: 'loaded' tells whether loading it
+ * into *mask worked (else gf_error() says why); 'source' is where it is. */
+static void list_mask(list_state *s, const char *name, const char *source, const gf_mask *mask,
+                      int loaded)
 {
-    gf_mask *mask = malloc(sizeof *mask);
-    if (!mask || (s->count == s->capacity && !(s->entries = realloc(s->entries,
-                      (s->capacity = s->capacity * 2 + 16) * sizeof *s->entries)))) {
-        free(mask);
+    if (s->count == s->capacity && !(s->entries = realloc(s->entries,
+                                         (s->capacity = s->capacity * 2 + 16) * sizeof *s->entries))) {
         s->failed = 1;
         return;
     }
     list_entry *entry = &s->entries[s->count++];
     snprintf(entry->name, sizeof entry->name, "%s", name);
-    if (load(from, mask) == 0)
+    if (loaded)
         snprintf(entry->line, sizeof entry->line, "%-12s %2dx%-2d  %s  (%s)", name, mask->width,
                  mask->height, mask->description, source);
     else
         snprintf(entry->line, sizeof entry->line, "%-12s invalid: %s", name,
                  gf_error() + strlen("gpufilter: "));
-    free(mask);
-}
-
-static int load_path(const void *path, gf_mask *mask)
-{
-    return gf_mask_load_file(path, mask);
-}
-
-static int load_builtin_entry(const void *builtin, gf_mask *mask)
-{
-    return load_builtin(builtin, mask);
 }
 
 static int list_folder(const char *folder, void *user)
@@ -473,7 +461,7 @@ static int list_folder(const char *folder, void *user)
         if (already_listed(s, name))
             continue;
         snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
-        list_mask(s, name, folder, load_path, path);
+        list_mask(s, name, folder, s->mask, gf_mask_load_file(path, s->mask) == 0);
     }
     closedir(d);
     return 0;
@@ -486,12 +474,15 @@ static int compare_entries(const void *a, const void *b)
 
 int gf_mask_list(void)
 {
-    list_state s = {0};
-    gf_mask_folders(list_folder, &s);
+    list_state s = {.mask = malloc(sizeof(gf_mask))};  /* a gf_mask is large: not on the stack */
+    s.failed = !s.mask;
+    if (!s.failed)
+        gf_mask_folders(list_folder, &s);
     for (int i = 0; i < gf_builtin_mask_count && !s.failed; i++)
         if (!already_listed(&s, gf_builtin_masks[i].name))
-            list_mask(&s, gf_builtin_masks[i].name, "built-in", load_builtin_entry,
-                      &gf_builtin_masks[i]);
+            list_mask(&s, gf_builtin_masks[i].name, "built-in", s.mask,
+                      load_builtin(&gf_builtin_masks[i], s.mask) == 0);
+    free(s.mask);
     if (s.failed) {
         free(s.entries);
         gf_set_error("out of memory listing masks");
