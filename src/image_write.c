@@ -5,7 +5,7 @@
  * A regular file is written into an anonymous file in the output's folder
  * (O_TMPFILE), which gets a name only once it is complete: a new output is
  * linked at its path; an existing one is replaced by linking the file as
- * ".gpufilter-XXXXXX" and renaming that onto the output at once. Killed at
+ * ".gpufilter-PID-N" and renaming that onto the output at once. Killed at
  * any moment, even by SIGKILL, it leaves no temporary behind, except one
  * killed between that link and the rename. Where the file system has no
  * O_TMPFILE, the file is written under the temporary name from the start.
@@ -122,23 +122,14 @@ static int folder_of(const char *path, char *folder, size_t size)
     return snprintf(folder, size, "%.*s", length, path) < (int)size ? 0 : -1;
 }
 
-/* "DIR/.gpufilter-XXXXXX" with six random letters and digits: a fixed
- * length, so that an output name of up to NAME_MAX bytes still works. */
+/* "DIR/.gpufilter-PID-N": unique within the process (N counts) and across
+ * processes (PID); one left by a killed run is stepped over (EEXIST). Its
+ * length does not grow with the output's name. */
 static void temporary_name(const char *folder, char *name, size_t size)
 {
-    static const char symbols[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    static atomic_uint_fast64_t counter;
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    uint64_t x = (uint64_t)t.tv_nsec ^ (uint64_t)t.tv_sec << 30 ^ (uint64_t)getpid() << 20 ^
-                 atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull;
-    char suffix[7];
-    for (int i = 0; i < 6; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        suffix[i] = symbols[(x >> 33) % (sizeof symbols - 1)];
-    }
-    suffix[6] = '\0';
-    snprintf(name, size, "%s.gpufilter-%s", folder, suffix);
+    static atomic_ulong counter;
+    snprintf(name, size, "%s.gpufilter-%ld-%lu", folder, (long)getpid(),
+             atomic_fetch_add(&counter, 1));
 }
 
 /* ---- regular files ---------------------------------------------------------- */
