@@ -3873,14 +3873,17 @@ static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
     };
     static thread_local conv2d_recent<known, 16> answers;
     int dev = 0, sms = 0, per_sm = 0;
-    if (!conv2d_device_sms(&dev, &sms))
+    if (conv2d_queries_fail || conv2d_error_pending())
         return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return conv2d_query_failed();
+    /* the answer known: no more queries on this path, which every launch takes */
     if (const known *k = answers.find([&](const known &e) {
             return e.entry == pl.v->entry && e.threads == threads && e.dev == dev &&
                    e.shared == pl.shared;
         }))
         return k->blocks;
-    if (conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
+    if (!conv2d_device_sms(&dev, &sms) || conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
             cudaSuccess)
         return conv2d_query_failed();
