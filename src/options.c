@@ -649,7 +649,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         j->batch = 1;  /* with --stats every argument is an input, as with identify */
     if (j->summary && !(j->stats && j->batch))
         return usage_error("%s", "--summary goes with --stats over several files");
-    if (j->verify && (j->batch || j->tile_sweep))
+    if (j->verify && j->batch)
         return usage_error("%s", "--verify checks one INPUT: it runs the filter twice");
     if (j->batch && j->output_named)
         return usage_error("%s", "--output names the one output of one INPUT; a batch writes "

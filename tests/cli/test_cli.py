@@ -146,6 +146,18 @@ def test_short_and_long_options_agree(gf, rng, tmp_path):
 # errors
 
 
+def check_truncations_refused(gf, folder, data, cuts, ext):
+    """Each cut of the file's bytes (data[:cut]) is refused: exit 1, one
+    line naming the file and 'truncated', no output."""
+    for cut in cuts:
+        src = folder / f"cut{cut}.{ext}"
+        src.write_bytes(data[:cut])
+        out = folder / f"cut{cut}-out.png"
+        r = gf.run("--backend", gf.backend, src, out)
+        check_error(r, 1, [str(src), "truncated"])
+        assert not out.exists()
+
+
 def check_error(r, rc, tokens=()):
     """Exit status rc; the message is one line starting 'gpufilter: ' that
     contains every token (a tuple token: any one of its strings). A usage

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from PIL import Image
 from gftest import random_image, read_png, write_png
 from test_cli import check_error
 
-ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def two_photos(rng, tmp_path):

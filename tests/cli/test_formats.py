@@ -13,7 +13,7 @@ from PIL import Image
 from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close,
                     assert_equal_image, photo, photo_with_channels, random_image,
                     read_image, read_png, write_png)
-from test_cli import check_error
+from test_cli import check_error, check_truncations_refused
 
 CHANNELS = [1, 2, 3, 4]
 
@@ -298,13 +298,8 @@ def test_pnm_cut_anywhere_is_refused(gf, rng, tmp_path, maxval):
     whole.write_bytes(data + b"\n# trailing bytes\n")
     got = run_identity(gf, whole, tmp_path / "whole.png")
     assert_equal_image(got, scaled_by_maxval(samples, maxval), "whole PPM")
-    for cut in sorted({header_size, header_size + 1, len(data) // 2, len(data) - 1}):
-        src = tmp_path / f"cut{cut}.ppm"
-        src.write_bytes(data[:cut])
-        out = tmp_path / f"cut{cut}.png"
-        r = gf.run("--backend", gf.backend, src, out)
-        check_error(r, 1, [str(src), "truncated"])
-        assert not out.exists()
+    cuts = sorted({header_size, header_size + 1, len(data) // 2, len(data) - 1})
+    check_truncations_refused(gf, tmp_path, data, cuts, "ppm")
 
 
 # ---------------------------------------------------------------------------

@@ -249,19 +249,22 @@ def test_decode_timeout_fails_the_file_and_the_batch_goes_on(gf, rng, tmp_path):
     rather than waiting for the decode."""
     folder = tmp_path / "in"
     folder.mkdir()
-    big = random_image(rng, 3000, 3000, 4)
-    slow = write_png(folder / "slow.png", big)  # noise: ~0.3 s or more to inflate
+    y, x = np.mgrid[0:6000, 0:6000]  # patterns that deflate well: ~0.5 s or more to inflate
+    big = np.stack([(x * 7 + y) % 256, (x + y * 3) % 256, (x ^ y) % 256, (x * y) % 256],
+                   axis=2).astype(np.uint8)
+    slow = write_png(folder / "slow.png", big, compress_level=6)
     small = [png_input(rng, folder, f"s{i}.png", 8, 8)[0] for i in range(4)]
     out = tmp_path / "out"
     started = time.monotonic()
-    r = gf.run("--backend", gf.backend, "--decode-timeout", "0.02", "-j", "2", "-o", out,
+    # 0.1 s: the small files' decodes finish in it even on a loaded machine
+    r = gf.run("--backend", gf.backend, "--decode-timeout", "0.1", "-j", "2", "-o", out,
                slow, *small)
     elapsed = time.monotonic() - started
     assert r.rc == 1, r.describe()
     assert any(str(slow) in line and "--decode-timeout" in line for line in r.err_lines), r.err
     assert entries(out) == [p.name for p in small]
-    r = gf.run("--backend", gf.backend, "--decode-timeout", "0.02", slow, tmp_path / "one.png")
-    check_error(r, 1, [str(slow), "did not finish within 0.02 s"])
+    r = gf.run("--backend", gf.backend, "--decode-timeout", "0.1", slow, tmp_path / "one.png")
+    check_error(r, 1, [str(slow), "did not finish within 0.1 s"])
     assert not (tmp_path / "one.png").exists()
     gf.run("--backend", gf.backend, "--decode-timeout", "0", slow, tmp_path / "one.png").ok()
     assert elapsed < 60

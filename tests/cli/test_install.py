@@ -25,7 +25,7 @@ def test_man_page_renders_and_covers_help(gf):
     r = subprocess.run(["man", "--warnings", "-l", str(ROOT / "gpufilter.1")], capture_output=True,
                        text=True, env=env, timeout=60)
     if "system has been minimized" in r.stdout:
-        pytest.skip("man is the stub of a minimized system")
+        pytest.skip("man is the placeholder a minimized Ubuntu installs")
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", r.stderr
     page = re.sub(r".\x08", "", r.stdout).replace("\u2010", "-").replace("\u2212", "-")
