@@ -71,7 +71,7 @@ CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
 
-HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c backend_cuda.c
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -118,6 +118,11 @@ $(BUILD)/obj/builtin_masks.o: $(BUILD)/gen/builtin_masks.c src/builtin_masks.h |
 # error); those two checks are off for the stb translation unit only.
 STB_UNCHECKED = -fno-sanitize=shift,float-cast-overflow
 $(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),$(STB_UNCHECKED))
+
+# the fast CPU convolution's row loops are written for the vectorizer (-O3);
+# without errno and traps, sqrt and the selects of the rounding vectorize
+# too (no value changes: the rounding mode and IEEE results are the same)
+$(BUILD)/obj/cpu_conv.o: CFLAGS += -O3 -fno-math-errno -fno-trapping-math
 
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
@@ -212,7 +217,7 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
-FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo stb_impl mask tone options pipeline backend_cpu
+FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo stb_impl mask tone options pipeline backend_cpu cpu_conv cost_model
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options
@@ -267,7 +272,7 @@ $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/o
 
 BENCH_NPP ?= $(shell test -f $(CUDA_HOME)/include/npp.h && echo 1)
 # the objects the unit tests link (image I/O, masks, errors) plus the CPU reference
-BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o
+BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o
 ifeq ($(BENCH_NPP),1)
 BENCH_DEFS = -DGF_HAVE_NPP
 BENCH_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnppif -lnppc

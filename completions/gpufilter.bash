@@ -16,7 +16,7 @@ _gpufilter()
             return ;;
         -b|--border) COMPREPLY=($(compgen -W "nearest constant reflect mirror wrap" -- "$cur")); return ;;
         -f|--format) COMPREPLY=($(compgen -W "png jpg jpeg bmp tga" -- "$cur")); return ;;
-        --backend) COMPREPLY=($(compgen -W "auto cuda cpu" -- "$cur")); return ;;
+        --backend) COMPREPLY=($(compgen -W "auto cuda cpu reference" -- "$cur")); return ;;
         --kernel) COMPREPLY=($(compgen -W "auto direct separable blocked tiled naive" -- "$cur")); return ;;
         --tile) COMPREPLY=($(compgen -W "auto sweep 16x16 32x8 32x16 64x8 128x8 512x8" -- "$cur")); return ;;
         -o|--output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;

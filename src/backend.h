@@ -13,7 +13,7 @@
 #include "mask.h"
 #include "tone.h"
 
-typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA } gf_backend_kind;
+typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA, GF_BACKEND_REFERENCE } gf_backend_kind;
 
 /* Kernel versions on the conv2d ladder (kernels/conv2d.cu). */
 typedef enum {
@@ -31,6 +31,7 @@ typedef struct {
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */
+    int cpu_threads;              /* threads of one CPU convolution; 0: every core */
     FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
 } gf_backend_options;
 
@@ -68,7 +69,10 @@ struct gf_backend {
     void (*destroy)(gf_backend *self);
 };
 
+/* "cpu": the fast convolution (cpu_conv.h) on threads; "reference": the
+ * one-thread double-precision oracle. Both give the same bytes. */
 gf_backend *gf_backend_cpu_new(const gf_backend_options *options);
+gf_backend *gf_backend_reference_new(const gf_backend_options *options);
 /* NULL with an error when no usable GPU is present. */
 gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 

@@ -1,11 +1,14 @@
-/* backend_cpu.c - the reference backend: plain, obviously correct C.
- * Every GPU kernel is tested against these functions; they are tested
- * against scipy.ndimage. Arithmetic in double precision. */
+/* backend_cpu.c - the CPU backends. The reference: plain, obviously
+ * correct C, one thread, arithmetic in double precision; every other path
+ * (the GPU kernels, the fast CPU convolution) is tested against it, and it
+ * against scipy.ndimage. The cpu backend shares its tone operations and
+ * convolves with cpu_conv.c, which gives the same bytes on threads. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_conv.h"
 #include "util.h"
 
 /* Combine the matrix responses, round half to even, clamp to 0..255. */
@@ -160,6 +163,9 @@ void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_
 typedef struct {
     gf_backend base;
     gf_image *current, *scratch;
+    int fast;     /* cpu_conv.c's convolution, else the reference's */
+    int threads;  /* for the fast one; 0: every core */
+    FILE *log;    /* -v: the path and threads of each convolution */
 } cpu_backend;
 
 static int cpu_upload(gf_backend *self, const gf_image *img)
@@ -180,8 +186,22 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
 {
     cpu_backend *b = (cpu_backend *)self;
     gf_image *src = b->current, *dst = b->scratch;
-    gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
-                  channels_filtered, mask, border);
+    if (!b->fast)
+        gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
+                      channels_filtered, mask, border);
+    else {
+        const int bands = gf_conv2d_fast(src->pixels, dst->pixels, src->width, src->height,
+                                         src->channels, channels_filtered, mask, border,
+                                         b->threads);
+        if (bands < 0) {
+            gf_set_error("out of memory for the CPU convolution of a %dx%d image", src->width,
+                         src->height);
+            return -1;
+        }
+        if (b->log)
+            fprintf(b->log, "gpufilter: cpu: %s: %s sums, %d thread%s\n", mask->name,
+                    gf_cpu_path_name(gf_cpu_conv_path(mask)), bands, bands == 1 ? "" : "s");
+    }
     b->current = dst;
     b->scratch = src;
     return 0;
@@ -234,16 +254,15 @@ static void cpu_destroy(gf_backend *self)
     free(b);
 }
 
-gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
+static gf_backend *new_cpu_backend(const gf_backend_options *options, int fast)
 {
-    (void)options;
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) {
         gf_set_error("out of memory");
         return NULL;
     }
     b->base = (gf_backend){
-        .name = "cpu",
+        .name = fast ? "cpu" : "reference",
         .upload = cpu_upload,
         .convolve = cpu_convolve,
         .equalize = cpu_equalize,
@@ -253,5 +272,18 @@ gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
         .download = cpu_download,
         .destroy = cpu_destroy,
     };
+    b->fast = fast;
+    b->threads = options ? options->cpu_threads : 0;
+    b->log = options ? options->log : NULL;
     return &b->base;
+}
+
+gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
+{
+    return new_cpu_backend(options, 1);
+}
+
+gf_backend *gf_backend_reference_new(const gf_backend_options *options)
+{
+    return new_cpu_backend(options, 0);
 }

@@ -1,5 +1,6 @@
 /* batch.c - many images in one run. */
 #include "batch.h"
+#include "cpu_conv.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -295,6 +296,7 @@ typedef struct {
     const gf_job *job;
     const gf_batch *batch;
     int cuda;                    /* a CUDA backend per worker, else a CPU one */
+    int cpu_threads;             /* a CPU worker's convolution threads: the cores it may share */
     const int *devices;
     int device_count;
     atomic_int next_worker;
@@ -365,8 +367,10 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
 static gf_backend *worker_backend(batch_run *run)
 {
     gf_backend_options options = run->job->backend_options;
+    options.cpu_threads = run->cpu_threads;
     if (!run->cuda)
-        return gf_backend_cpu_new(&options);
+        return run->job->backend == GF_BACKEND_REFERENCE ? gf_backend_reference_new(&options)
+                                                          : gf_backend_cpu_new(&options);
     int index = atomic_fetch_add(&run->next_worker, 1);
     options.device = run->devices[index % run->device_count];
     options.pinned_staging = 1;
@@ -436,6 +440,8 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         workers = 1;
     if ((size_t)workers > batch->count)
         workers = batch->count ? (int)batch->count : 1;
+    const int cores = gf_cpu_cores();
+    run.cpu_threads = cores > workers ? cores / workers : 1;
     pthread_t *threads = calloc((size_t)workers, sizeof *threads);
     int started = 0;
     for (int i = 0; threads && i < workers; i++, started++)

@@ -61,6 +61,11 @@ unsigned char *gf_read_input(const char *path, size_t *size);
  * file is reported as failed and the caller goes on (the decode, which
  * cannot be stopped, is left to end or to die with the process). */
 gf_image *gf_image_load_limited(const char *path);
+/* The same, calling probed with the file's probe (its size, channels) and
+ * bytes once they are checked, before the decode starts. */
+typedef void (*gf_probe_hook)(const gf_image_probe *probe, const unsigned char *data,
+                              size_t size, void *user);
+gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user);
 #define GF_DEFAULT_DECODE_TIMEOUT_S 120.0
 void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
 

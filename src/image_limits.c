@@ -197,7 +197,7 @@ static gf_image *decode_with_deadline(decode_job *job)
 
 /* Probe and reserve here, so that the time limit counts the decode alone,
  * not the wait for room in the budget. */
-gf_image *gf_image_load_limited(const char *path)
+gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user)
 {
     size_t size = 0;
     unsigned char *data = gf_read_input(path, &size);
@@ -228,9 +228,16 @@ gf_image *gf_image_load_limited(const char *path)
         free_job(job);
         return NULL;
     }
+    if (probed)
+        probed(&job->probe, data, size, user);
     if (decode_timeout_s <= 0) {
         decode_thread(job);
         return finish_job(job);
     }
     return decode_with_deadline(job);
+}
+
+gf_image *gf_image_load_limited(const char *path)
+{
+    return gf_image_load_limited_hook(path, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "image.h"
 #include "options.h"
 #include "pipeline.h"
+#include "route.h"
 #include "tone_report.h"
 #include "util.h"
 
@@ -20,12 +21,15 @@ static gf_backend *open_cpu_backend(const gf_job *j)
 {
     if (j->backend_options.tile_width > 0 && !j->quiet)
         fprintf(stderr, "gpufilter: note: --tile shapes CUDA launches; the CPU backend ignores it\n");
-    return gf_backend_cpu_new(&j->backend_options);
+    return j->backend == GF_BACKEND_REFERENCE ? gf_backend_reference_new(&j->backend_options)
+                                              : gf_backend_cpu_new(&j->backend_options);
 }
 
+/* A batch's backend: a batch amortizes the GPU's start over its files, so
+ * --backend auto takes the GPU wherever one is usable. */
 static gf_backend *open_backend(const gf_job *j)
 {
-    if (j->backend == GF_BACKEND_CPU)
+    if (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE)
         return open_cpu_backend(j);
     gf_backend *backend = gf_backend_cuda_new(&j->backend_options);
     if (backend || j->backend == GF_BACKEND_CUDA)
@@ -57,7 +61,7 @@ static int output_may_be_an_input(const gf_job *j)
 static int verify_result(const gf_job *j, gf_image *reference, const gf_image *result,
                          const char *route)
 {
-    gf_backend *cpu = gf_backend_cpu_new(&j->backend_options);
+    gf_backend *cpu = gf_backend_reference_new(&j->backend_options);
     if (!cpu || gf_pipeline_run(&j->pipeline, cpu, reference, NULL, 1, NULL) != 0) {
         if (cpu)
             cpu->destroy(cpu);
@@ -101,21 +105,34 @@ static int run(const gf_job *j)
 {
     if (output_may_be_an_input(j))
         return GF_EXIT_USAGE;
-    gf_backend *backend = open_backend(j);
-    if (!backend) {
+    gf_route *route = gf_route_begin(j);
+    if (!route) {
         fprintf(stderr, "%s\n", gf_error());
         return GF_EXIT_FILE;
     }
-    int status = GF_EXIT_FILE;
     double t0 = gf_now_ms();
-    gf_image *img = gf_image_load_limited(j->input);
-    if (img && j->gray)
+    gf_image *img = gf_route_load(route, j, j->input);
+    double t1 = gf_now_ms();
+    if (!img) {
+        fprintf(stderr, "%s\n", gf_error());
+        gf_route_end(route);
+        return GF_EXIT_FILE;
+    }
+    gf_backend *backend = gf_route_backend(route, j);
+    gf_route_end(route);
+    if (!backend) {
+        fprintf(stderr, "%s\n", gf_error());
+        gf_image_free(img);
+        return GF_EXIT_FILE;
+    }
+    int status = GF_EXIT_FILE;
+    if (j->gray)
         gf_image_to_gray(img);
-    gf_image *reference = img && j->verify ? copy_of(img) : NULL;
-    double t1 = gf_now_ms(), t2 = t1;
+    gf_image *reference = j->verify ? copy_of(img) : NULL;
+    double t2 = gf_now_ms();
     gf_pipeline_times times = {0};
     gf_channel_stats stats[4];
-    if (img && j->verify && !reference) {
+    if (j->verify && !reference) {
         gf_set_error("%s: out of memory for --verify's copy", j->input);
         gf_image_free(img);
         img = NULL;

@@ -105,8 +105,10 @@ static void usage(FILE *out)
 "                         OUTPUT's extension, png for standard output\n"
 "  -q, --quality N        JPEG quality 1-100 (default 92)\n"
 "      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 3)\n"
-"      --backend B        auto (default: the GPU if usable, else the CPU; -v\n"
-"                         says why), cuda, cpu\n"
+"      --backend B        auto (default: the CPU for small work, else the GPU\n"
+"                         if usable; -v says why), cuda, cpu (all cores),\n"
+"                         reference (the one-thread double-precision oracle:\n"
+"                         the same bytes as cpu, slower)\n"
 "      --device N         CUDA device to use (default 0; see --list-devices)\n"
 "      --devices all|LIST spread a batch over these CUDA devices, e.g. 0,2\n"
 "      --tile WxH|auto    CUDA thread-block tile for convolutions, e.g. 32x8\n"
@@ -139,7 +141,8 @@ static void usage(FILE *out)
 "                         named after the input: DIR/NAME[SUFFIX].EXT\n"
 "      --files-from FILE  read input paths from FILE, one per line ('-': stdin)\n"
 "      --suffix S         add S to each output name before its extension\n"
-"  -j, --jobs N           decode / encode on N threads (default: the cores)\n"
+"  -j, --jobs N           threads (default: the cores): a batch's files at once;\n"
+"                         one image's bands of rows on the CPU backend\n"
 "      --shard I/N        process only shard I (0 <= I < N) of the inputs, split\n"
 "                         by a hash of each path: N runs cover every file once\n"
 "      --quiet            no progress line (shown only when stderr is a terminal)\n"
@@ -361,7 +364,7 @@ static int check_sweep(gf_job *j, char **paths, int count)
         return usage_error("%s", "--tile sweep takes one INPUT image and no OUTPUT");
     if (j->pipeline.count != 1 || j->pipeline.ops[0].kind != GF_OP_CONVOLVE)
         return usage_error("%s", "--tile sweep needs exactly one -m MASK (and no tone operation)");
-    if (j->backend == GF_BACKEND_CPU)
+    if (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE)
         return usage_error("%s", "--tile sweep measures CUDA launches; it needs --backend cuda or auto");
     j->input = paths[0];
     return -1;
@@ -449,8 +452,10 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                 j->backend = GF_BACKEND_CPU;
             else if (strcmp(optarg, "cuda") == 0)
                 j->backend = GF_BACKEND_CUDA;
+            else if (strcmp(optarg, "reference") == 0)
+                j->backend = GF_BACKEND_REFERENCE;
             else
-                return usage_error("unknown backend '%s' (auto, cuda, cpu)", optarg);
+                return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", optarg);
             break;
         case OPT_CSV:
             j->csv = 1;
@@ -614,6 +619,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         case 'j':
             if (parse_int(optarg, 1, 1024, &j->jobs) < 0)
                 return usage_error("--jobs '%s' is not a whole number from 1 to 1024", optarg);
+            j->backend_options.cpu_threads = j->jobs;
             break;
         case OPT_SHARD:
             if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The constants of --backend auto's cost model (src/cost_model.c), measured
+# on this machine from gpufilter's own -v stage times:
+#
+#   bash bench/cost_model.sh            # BIN=build/gpufilter, R=3 runs each (median)
+#
+# CPU rates come from `--backend cpu -j 1` (one core: the model divides by
+# the cores) on a 4000x3000 RGB image, per mask, as values x taps / filter
+# time, the taps counted as the model counts them; the GPU's start, copy
+# rate and kernel time from `--backend cuda` (skipped without a GPU); the
+# decode rates from the same calls. Prints one row per measurement, then the
+# block of #defines to put in cost_model.c.
+set -euo pipefail
+BIN=${BIN:-build/gpufilter}
+R=${R:-3}
+DIR=${DIR:-/tmp/gpufilter-cost}
+mkdir -p "$DIR"
+PYTHON=${PYTHON:-$( [ -x build/venv/bin/python ] && echo build/venv/bin/python || echo python3)}
+
+"$PYTHON" - "$DIR" <<'EOF'
+import sys
+import numpy as np
+from PIL import Image
+out = sys.argv[1]
+photo = Image.open("../shared/images/astronaut.png" if __import__("os").path.exists(
+    "../shared/images/astronaut.png") else "samples/astronaut.png").convert("RGB")
+img = photo.resize((4000, 3000), Image.LANCZOS)
+img.save(f"{out}/in.png", compress_level=3)
+img.save(f"{out}/in.jpg", quality=92)
+rng = np.random.default_rng(7)
+weights = rng.integers(-4, 5, size=(15, 15))
+with open(f"{out}/int15.mask", "w") as f:  # integer, not separable: every tap
+    f.write("15 15 113 128\n")
+    for row in weights:
+        f.write(" ".join(map(str, row)) + "\n")
+with open(f"{out}/int15.taps", "w") as f:
+    f.write(f"{np.count_nonzero(weights) + 4}\n")
+with open(f"{out}/frac7.mask", "w") as f:  # fractional: the double path
+    f.write("7 7 1 0\n")
+    for row in rng.uniform(0, 0.04, size=(7, 7)).round(4):
+        f.write(" ".join(map(str, row)) + "\n")
+EOF
+VALUES=$((4000 * 3000 * 3))
+
+# median of R runs of one stage's ms from the -v line
+stage_ms() {  # stage, args...
+    local stage=$1; shift
+    for _ in $(seq "$R"); do
+        "$BIN" -v --force "$@" 2>&1 | grep -o "$stage [0-9.]* ms" | head -n 1 | awk '{print $2}'
+    done | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+}
+
+printf '%-34s %10s %14s\n' "measurement" "ms" "rate"
+rate() { awk -v v="$1" -v t="$2" -v ms="$3" 'BEGIN {printf "%.3f", v * t / (ms * 1e6)}'; }
+# taps as cost_model.c's mask_taps counts them, + 4 for the finish of each matrix
+for spec in "sobel 20" "gaussian5 10" "$DIR/int15.mask $(cat "$DIR/int15.taps")" "$DIR/frac7.mask 102"; do
+    set -- $spec
+    ms=$(stage_ms filter --backend cpu -j 1 -m "$1" "$DIR/in.png" "$DIR/out.png")
+    printf '%-34s %10s %14s\n' "cpu -j 1 $(basename "$1")" "$ms" "$(rate $VALUES "$2" "$ms") taps/ns"
+    echo "$(rate $VALUES "$2" "$ms")" >> "$DIR/cpu_rates"
+done
+ms=$(stage_ms filter --backend cpu -j 1 --equalize "$DIR/in.png" "$DIR/out.png")
+printf '%-34s %10s %14s\n' "cpu -j 1 --equalize" "$ms" "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
+for f in in.png in.jpg; do
+    ms=$(stage_ms decode --backend cpu "$DIR/$f" "$DIR/out.png")
+    printf '%-34s %10s %14s\n' "decode $f" "$ms" "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
+done
+if "$BIN" --list-devices >/dev/null 2>&1; then
+    for _ in $(seq "$R"); do
+        "$BIN" -v --force --backend cuda -m sobel "$DIR/in.png" "$DIR/out.png" 2>&1 |
+            grep -o "cuda start [0-9.]* ms" | awk '{print $3}'
+    done | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}' > "$DIR/start"
+    printf '%-34s %10s\n' "cuda start (beside the decode)" "$(cat "$DIR/start")"
+    up=$(stage_ms upload --backend cuda -m sobel "$DIR/in.png" "$DIR/out.png")
+    down=$(stage_ms download --backend cuda -m sobel "$DIR/in.png" "$DIR/out.png")
+    filt=$(stage_ms filter --backend cuda -m sobel "$DIR/in.png" "$DIR/out.png")
+    printf '%-34s %10s %14s\n' "cuda upload" "$up" "$(awk -v ms="$up" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
+    printf '%-34s %10s %14s\n' "cuda download" "$down" "$(awk -v ms="$down" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
+    printf '%-34s %10s\n' "cuda filter (sobel)" "$filt"
+fi
+echo
+echo "/* cost_model.c's constants, from bench/cost_model.sh on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') */"
+echo "CPU_TAPS_PER_NS: the lowest of the integer rates above: $(sed -n 1,3p "$DIR/cpu_rates" | sort -n | head -n 1)"
+rm -f "$DIR/cpu_rates"

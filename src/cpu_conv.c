@@ -1,0 +1,550 @@
+/* cpu_conv.c - the fast CPU convolution (see cpu_conv.h for the contract).
+ *
+ * A band of output rows is one thread's. Source rows are read through a
+ * padded copy (the border applied once per row, so the inner loops have no
+ * border test), kept in a ring keyed by the virtual row index v (y + my -
+ * anchor, any integer: gf_border_index maps it). Integer sums are exact, so
+ * their order is free: a separable mask sums rows into a ring of 32-bit row
+ * responses, then columns; a constant row or column is a running sum. The
+ * double path keeps the reference's order of additions per matrix, (my, mx)
+ * ascending, so its sums are the reference's bit for bit. */
+#define _GNU_SOURCE  /* sched_getaffinity */
+#include "cpu_conv.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Integer sums stay under this, so that a running sum's step (one row or
+ * column in before the old one is out) cannot pass INT32_MAX either. */
+#define SUM_LIMIT (INT32_MAX / 2)
+/* Work (pixels x taps) below this runs on the calling thread alone. */
+#define WORK_PER_THREAD (1 << 21)
+
+typedef struct {
+    gf_cpu_path path;
+    int32_t taps[GF_MASK_MAX_MATRICES][GF_MASK_MAX_TAPS]; /* GF_CPU_INTEGER */
+    int32_t row[GF_MASK_MAX_SIZE], column[GF_MASK_MAX_SIZE]; /* GF_CPU_SEPARABLE */
+    int row_constant, column_constant;
+} conv_plan;
+
+typedef struct {
+    const unsigned char *src;
+    unsigned char *dst;
+    int width, height, channels, channels_filtered;
+    const gf_mask *mask;
+    gf_border border;
+    const conv_plan *plan;
+    int y0, y1;  /* this band's output rows */
+    int failed;
+} band_job;
+
+/* ---- the plan ------------------------------------------------------------ */
+
+static int is_small_integer(double w)
+{
+    return fabs(w) <= (double)(1 << 24) && w == (double)(int32_t)w;
+}
+
+static int integer_taps(const gf_mask *mask, conv_plan *plan)
+{
+    const int taps = mask->width * mask->height;
+    for (int k = 0; k < mask->count; k++) {
+        double total = 0.0;
+        for (int i = 0; i < taps; i++) {
+            const double w = mask->weights[k][i];
+            if (!is_small_integer(w))
+                return 0;
+            plan->taps[k][i] = (int32_t)w;
+            total += fabs(w);
+        }
+        if (total * 255.0 > SUM_LIMIT)
+            return 0;
+    }
+    return 1;
+}
+
+static long long gcd(long long a, long long b)
+{
+    while (b) {
+        long long t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int all_equal(const int32_t *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (v[i] != v[0])
+            return 0;
+    return 1;
+}
+
+/* One integer matrix as column x row, with row's entries coprime (then the
+ * column is integral too). 0 when it does not factor or could overflow. */
+static int integer_factors(const gf_mask *mask, conv_plan *plan)
+{
+    const int mw = mask->width, mh = mask->height;
+    const int32_t *w = plan->taps[0];
+    int y0 = -1, x0 = -1;
+    for (int i = 0; i < mw * mh && y0 < 0; i++)
+        if (w[i])
+            y0 = i / mw, x0 = i % mw;
+    if (y0 < 0 || mask->count != 1 || mw < 2 || mh < 2)
+        return 0;
+    long long g = 0;
+    for (int x = 0; x < mw; x++)
+        g = gcd(g, llabs((long long)w[y0 * mw + x]));
+    if (w[y0 * mw + x0] < 0)
+        g = -g;
+    for (int x = 0; x < mw; x++)
+        plan->row[x] = (int32_t)(w[y0 * mw + x] / g);
+    long long row_total = 0, column_total = 0;
+    for (int y = 0; y < mh; y++) {
+        if (w[y * mw + x0] % plan->row[x0])
+            return 0;
+        plan->column[y] = w[y * mw + x0] / plan->row[x0];
+        for (int x = 0; x < mw; x++)
+            if ((long long)plan->column[y] * plan->row[x] != w[y * mw + x])
+                return 0;
+        column_total += llabs((long long)plan->column[y]);
+    }
+    for (int x = 0; x < mw; x++)
+        row_total += llabs((long long)plan->row[x]);
+    if ((double)row_total * (double)column_total * 255.0 > SUM_LIMIT)
+        return 0;
+    plan->row_constant = all_equal(plan->row, mw);
+    plan->column_constant = all_equal(plan->column, mh);
+    if (plan->row_constant) {  /* the row's weight moves into the column: rows are plain sums */
+        for (int y = 0; y < mh; y++)
+            plan->column[y] *= plan->row[0];
+        for (int x = 0; x < mw; x++)
+            plan->row[x] = 1;
+    }
+    return 1;
+}
+
+static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    if (!integer_taps(mask, plan))
+        return plan->path = GF_CPU_DOUBLE;
+    return plan->path = integer_factors(mask, plan) ? GF_CPU_SEPARABLE : GF_CPU_INTEGER;
+}
+
+gf_cpu_path gf_cpu_conv_path(const gf_mask *mask)
+{
+    conv_plan *plan = malloc(sizeof *plan);
+    gf_cpu_path path = plan ? make_plan(mask, plan) : GF_CPU_DOUBLE;
+    free(plan);
+    return path;
+}
+
+const char *gf_cpu_path_name(gf_cpu_path path)
+{
+    switch (path) {
+    case GF_CPU_INTEGER: return "integer";
+    case GF_CPU_SEPARABLE: return "separable integer";
+    default: return "double";
+    }
+}
+
+/* ---- rows ------------------------------------------------------------------ */
+
+static int ring_slot(int v, int slots)
+{
+    int m = v % slots;
+    return m < 0 ? m + slots : m;
+}
+
+/* Source row sy extended by the border: padded[p] is column p - ax. */
+static void pad_row(const band_job *job, int sy, unsigned char *padded)
+{
+    const int ch = job->channels, w = job->width, ax = job->mask->width / 2;
+    const unsigned char *row = job->src + (size_t)sy * w * ch;
+    const int total = w + job->mask->width - 1;
+    for (int p = 0; p < total; p++) {
+        if (p == ax) {  /* the image itself, in one copy */
+            memcpy(padded + (size_t)p * ch, row, (size_t)w * ch);
+            p += w - 1;
+            continue;
+        }
+        const int sx = gf_border_index(p - ax, w, job->border);
+        if (sx < 0)
+            memset(padded + (size_t)p * ch, 0, (size_t)ch);
+        else
+            memcpy(padded + (size_t)p * ch, row + (size_t)sx * ch, (size_t)ch);
+    }
+}
+
+/* ---- finishing: the reference's finish_value over a row ------------------ */
+
+/* Round half to even (the default rounding mode) and clamp to 0..255, as
+ * nearbyint then the clamp do, in two passes that vectorize: clamping to
+ * -1..256 first keeps the 1.5 * 2^52 trick exact (a NaN becomes -1, so 0),
+ * then the integers are clamped and narrowed. */
+static void round_row(const double *t, int32_t *rounded, unsigned char *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const double low = t[i] > -1.0 ? t[i] : -1.0;
+        const double clamped = low < 256.0 ? low : 256.0;
+        rounded[i] = (int32_t)((clamped + 0x1.8p52) - 0x1.8p52);
+    }
+    for (int i = 0; i < n; i++) {
+        const int32_t positive = rounded[i] > 0 ? rounded[i] : 0;
+        out[i] = (unsigned char)(positive < 255 ? positive : 255);
+    }
+}
+
+/* Fold matrix k's response r into the combined value t. */
+static void combine_row(double *t, const double *r, int n, int k, gf_combine combine)
+{
+    if (combine == GF_COMBINE_MAGNITUDE) {
+        if (k == 0)
+            for (int i = 0; i < n; i++)
+                t[i] = r[i] * r[i];
+        else
+            for (int i = 0; i < n; i++)
+                t[i] += r[i] * r[i];
+    } else if (k == 0) {
+        memcpy(t, r, (size_t)n * sizeof *t);
+    } else if (combine == GF_COMBINE_MAX) {
+        for (int i = 0; i < n; i++)
+            t[i] = r[i] > t[i] ? r[i] : t[i];
+    } else if (combine == GF_COMBINE_MIN) {
+        for (int i = 0; i < n; i++)
+            t[i] = r[i] < t[i] ? r[i] : t[i];
+    } else {
+        for (int i = 0; i < n; i++)
+            t[i] += r[i];
+    }
+}
+
+static void store_row(const band_job *job, int y, double *t, int32_t *rounded, int n)
+{
+    if (job->mask->combine == GF_COMBINE_MAGNITUDE)
+        for (int i = 0; i < n; i++)
+            t[i] = sqrt(t[i]);
+    unsigned char *out = job->dst + (size_t)y * n;
+    round_row(t, rounded, out, n);
+    const int ch = job->channels;
+    const unsigned char *in = job->src + (size_t)y * n;
+    for (int c = job->channels_filtered; c < ch; c++)  /* alpha passes through */
+        for (int i = c; i < n; i += ch)
+            out[i] = in[i];
+}
+
+/* ---- the three paths ------------------------------------------------------ */
+
+typedef struct {
+    unsigned char *padded;  /* ring of padded source rows (one for the separable path) */
+    int *padded_tag;        /* the virtual row each slot holds */
+    int32_t *lines;         /* separable: ring of row responses */
+    int *line_tag;
+    int32_t *isum[GF_MASK_MAX_MATRICES];
+    double *dsum[GF_MASK_MAX_MATRICES];
+    double *response, *combined;
+    int32_t *rounded;
+    int32_t *zeros;         /* the constant border's rows */
+} band_scratch;
+
+static void free_scratch(band_scratch *s)
+{
+    free(s->padded), free(s->padded_tag), free(s->lines), free(s->line_tag);
+    for (int k = 0; k < GF_MASK_MAX_MATRICES; k++)
+        free(s->isum[k]), free(s->dsum[k]);
+    free(s->response), free(s->combined), free(s->rounded), free(s->zeros);
+}
+
+static int alloc_scratch(const band_job *job, band_scratch *s)
+{
+    const size_t n = (size_t)job->width * job->channels;
+    const size_t padded_bytes = (size_t)(job->width + job->mask->width - 1) * job->channels;
+    const int mh = job->mask->height;
+    const int separable = job->plan->path == GF_CPU_SEPARABLE;
+    const int padded_rows = separable ? 1 : mh;
+    memset(s, 0, sizeof *s);
+    s->padded = malloc(padded_bytes * padded_rows);
+    s->padded_tag = malloc(sizeof(int) * (mh + 1));
+    s->line_tag = malloc(sizeof(int) * (mh + 1));
+    s->response = malloc(n * sizeof(double));
+    s->combined = malloc(n * sizeof(double));
+    s->rounded = malloc(n * sizeof(int32_t));
+    s->zeros = calloc(n > padded_bytes ? n : padded_bytes, sizeof(int32_t));
+    int ok = s->padded && s->padded_tag && s->line_tag && s->response && s->combined &&
+             s->rounded && s->zeros;
+    if (separable)
+        ok = ok && (s->lines = malloc(n * sizeof(int32_t) * (mh + 1)));
+    for (int k = 0; k < job->mask->count && ok; k++)
+        ok = job->plan->path == GF_CPU_DOUBLE ? (s->dsum[k] = malloc(n * sizeof(double))) != NULL
+                                              : (s->isum[k] = malloc(n * sizeof(int32_t))) != NULL;
+    if (!ok) {
+        free_scratch(s);
+        return -1;
+    }
+    for (int i = 0; i <= mh; i++)
+        s->padded_tag[i] = s->line_tag[i] = INT32_MIN;
+    return 0;
+}
+
+/* The padded source row of virtual row v, or NULL for the constant border's zeros. */
+static const unsigned char *padded_row(const band_job *job, band_scratch *s, int v)
+{
+    const int sy = gf_border_index(v, job->height, job->border);
+    if (sy < 0)
+        return NULL;
+    const int slots = job->plan->path == GF_CPU_SEPARABLE ? 1 : job->mask->height;
+    const int slot = ring_slot(v, slots);
+    unsigned char *p = s->padded +
+                       (size_t)slot * (job->width + job->mask->width - 1) * job->channels;
+    if (s->padded_tag[slot] != v) {
+        pad_row(job, sy, p);
+        s->padded_tag[slot] = v;
+    }
+    return p;
+}
+
+static void finish_integer_row(const band_job *job, band_scratch *s, int y, int n)
+{
+    for (int k = 0; k < job->mask->count; k++) {
+        const double scale = job->mask->scale[k], offset = job->mask->offset[k];
+        for (int i = 0; i < n; i++)
+            s->response[i] = (double)s->isum[k][i] / scale + offset;
+        combine_row(s->combined, s->response, n, k, job->mask->combine);
+    }
+    store_row(job, y, s->combined, s->rounded, n);
+}
+
+static void integer_band(const band_job *job, band_scratch *s)
+{
+    const gf_mask *m = job->mask;
+    const int ch = job->channels, n = job->width * ch, ay = m->height / 2;
+    for (int y = job->y0; y < job->y1; y++) {
+        for (int k = 0; k < m->count; k++)
+            memset(s->isum[k], 0, (size_t)n * sizeof(int32_t));
+        for (int my = 0; my < m->height; my++) {
+            const unsigned char *p = padded_row(job, s, y + my - ay);
+            if (!p)
+                continue;
+            for (int k = 0; k < m->count; k++)
+                for (int mx = 0; mx < m->width; mx++) {
+                    const int32_t w = job->plan->taps[k][my * m->width + mx];
+                    if (!w)
+                        continue;
+                    const unsigned char *q = p + (size_t)mx * ch;
+                    int32_t *acc = s->isum[k];
+                    for (int i = 0; i < n; i++)
+                        acc[i] += w * q[i];
+                }
+        }
+        finish_integer_row(job, s, y, n);
+    }
+}
+
+static void double_band(const band_job *job, band_scratch *s)
+{
+    const gf_mask *m = job->mask;
+    const int ch = job->channels, n = job->width * ch, ay = m->height / 2;
+    for (int y = job->y0; y < job->y1; y++) {
+        for (int k = 0; k < m->count; k++)
+            memset(s->dsum[k], 0, (size_t)n * sizeof(double));
+        for (int my = 0; my < m->height; my++) {
+            const unsigned char *p = padded_row(job, s, y + my - ay);
+            if (!p)
+                continue;  /* zeros: adding 0.0 leaves every sum as it is */
+            for (int k = 0; k < m->count; k++)
+                for (int mx = 0; mx < m->width; mx++) {
+                    const double w = m->weights[k][my * m->width + mx];
+                    if (w == 0.0)
+                        continue;
+                    const unsigned char *q = p + (size_t)mx * ch;
+                    double *acc = s->dsum[k];
+                    for (int i = 0; i < n; i++)
+                        acc[i] += (double)q[i] * w;
+                }
+        }
+        for (int k = 0; k < m->count; k++) {
+            for (int i = 0; i < n; i++)
+                s->response[i] = s->dsum[k][i] / m->scale[k] + m->offset[k];
+            combine_row(s->combined, s->response, n, k, m->combine);
+        }
+        store_row(job, y, s->combined, s->rounded, n);
+    }
+}
+
+/* The row response of virtual row v: sum over mx of row[mx] * source. */
+static const int32_t *row_response(const band_job *job, band_scratch *s, int v)
+{
+    const int mh = job->mask->height;
+    if (gf_border_index(v, job->height, job->border) < 0)
+        return s->zeros;
+    const int ch = job->channels, n = job->width * ch, mw = job->mask->width;
+    const int slot = ring_slot(v, mh + 1);
+    int32_t *line = s->lines + (size_t)slot * n;
+    if (s->line_tag[slot] == v)
+        return line;
+    const unsigned char *p = padded_row(job, s, v);
+    if (job->plan->row_constant) {  /* a running sum along the row, per channel */
+        for (int c = 0; c < ch; c++) {
+            int32_t sum = 0;
+            for (int mx = 0; mx < mw; mx++)
+                sum += p[mx * ch + c];
+            line[c] = sum;
+        }
+        for (int i = ch; i < n; i++)
+            line[i] = line[i - ch] + p[i + (mw - 1) * ch] - p[i - ch];
+    } else {
+        memset(line, 0, (size_t)n * sizeof(int32_t));
+        for (int mx = 0; mx < mw; mx++) {
+            const int32_t w = job->plan->row[mx];
+            if (!w)
+                continue;
+            const unsigned char *q = p + (size_t)mx * ch;
+            for (int i = 0; i < n; i++)
+                line[i] += w * q[i];
+        }
+    }
+    s->line_tag[slot] = v;
+    return line;
+}
+
+static void separable_band(const band_job *job, band_scratch *s)
+{
+    const gf_mask *m = job->mask;
+    const conv_plan *plan = job->plan;
+    const int n = job->width * job->channels, mh = m->height, ay = mh / 2;
+    int32_t *acc = s->isum[0];
+    int32_t *window = s->isum[0];  /* column_constant: the running column sum */
+    for (int y = job->y0; y < job->y1; y++) {
+        if (plan->column_constant && y > job->y0) {
+            const int32_t *in = row_response(job, s, y + mh - 1 - ay);
+            const int32_t *out = row_response(job, s, y - 1 - ay);
+            for (int i = 0; i < n; i++)
+                window[i] += in[i] - out[i];
+        } else {
+            memset(acc, 0, (size_t)n * sizeof(int32_t));
+            for (int my = 0; my < mh; my++) {
+                const int32_t w = plan->column_constant ? 1 : plan->column[my];
+                if (!w)
+                    continue;
+                const int32_t *line = row_response(job, s, y + my - ay);
+                for (int i = 0; i < n; i++)
+                    acc[i] += w * line[i];
+            }
+        }
+        const double scale = m->scale[0], offset = m->offset[0];
+        const double factor = plan->column_constant ? (double)plan->column[0] : 1.0;
+        for (int i = 0; i < n; i++)  /* the product is exact: the bound keeps it in 32 bits */
+            s->response[i] = (double)acc[i] * factor / scale + offset;
+        combine_row(s->combined, s->response, n, 0, m->combine);
+        store_row(job, y, s->combined, s->rounded, n);
+    }
+}
+
+/* One body per instruction set, chosen when the program loads: flatten
+ * inlines the whole band into each, so the row loops vectorize at the
+ * machine's width (the baseline x86-64 has no 32-bit vector multiply). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BAND_CLONES __attribute__((flatten, target_clones("avx2", "default")))
+#else
+#define BAND_CLONES
+#endif
+
+BAND_CLONES static void *run_band(void *arg)
+{
+    band_job *job = arg;
+    band_scratch s;
+    if (alloc_scratch(job, &s) < 0) {
+        job->failed = 1;
+        return NULL;
+    }
+    switch (job->plan->path) {
+    case GF_CPU_SEPARABLE: separable_band(job, &s); break;
+    case GF_CPU_INTEGER: integer_band(job, &s); break;
+    default: double_band(job, &s); break;
+    }
+    free_scratch(&s);
+    return NULL;
+}
+
+/* ---- threads ----------------------------------------------------------------- */
+
+int gf_cpu_cores(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int nonzero_taps(const gf_mask *mask)
+{
+    int taps = 0;
+    for (int k = 0; k < mask->count; k++)
+        for (int i = 0; i < mask->width * mask->height; i++)
+            taps += mask->weights[k][i] != 0.0;
+    return taps > 0 ? taps : 1;
+}
+
+static int band_count(const band_job *base, int threads)
+{
+    const double work = (double)base->width * base->height * base->channels *
+                        (base->plan->path == GF_CPU_SEPARABLE
+                             ? base->mask->width + base->mask->height
+                             : nonzero_taps(base->mask));
+    int bands = threads;
+    if (threads <= 0) {  /* every core, unless the work is too small to share */
+        bands = gf_cpu_cores();
+        if (work / WORK_PER_THREAD < bands)
+            bands = (int)(work / WORK_PER_THREAD);
+    }
+    if (bands > base->height)
+        bands = base->height;
+    return bands > 1 ? bands : 1;
+}
+
+int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border,
+                   int threads)
+{
+    conv_plan *plan = malloc(sizeof *plan);
+    if (!plan)
+        return -1;
+    make_plan(mask, plan);
+    band_job base = {src, dst, width, height, channels, channels_filtered, mask, border, plan,
+                     0, height, 0};
+    const int bands = band_count(&base, threads);
+    band_job *jobs = calloc((size_t)bands, sizeof *jobs);
+    pthread_t *ids = calloc((size_t)bands, sizeof *ids);
+    int failed = !jobs || !ids;
+    int started = 0;
+    for (int b = 0; b < bands && !failed; b++) {
+        jobs[b] = base;
+        jobs[b].y0 = (int)((long long)height * b / bands);
+        jobs[b].y1 = (int)((long long)height * (b + 1) / bands);
+    }
+    /* bands 1.. on threads of their own, band 0 (and any that could not start) here */
+    for (int b = 1; b < bands && !failed; b++, started++)
+        if (pthread_create(&ids[b], NULL, run_band, &jobs[b]) != 0)
+            break;
+    for (int b = 0; b < bands && !failed; b++)
+        if (b == 0 || b > started)
+            run_band(&jobs[b]);
+    for (int b = 1; b <= started; b++)
+        pthread_join(ids[b], NULL);
+    for (int b = 0; b < bands && !failed; b++)
+        failed = jobs[b].failed;
+    free(jobs);
+    free(ids);
+    free(plan);
+    return failed ? -1 : bands;
+}

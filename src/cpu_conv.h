@@ -1,0 +1,36 @@
+/* cpu_conv.h - the fast CPU convolution: the reference's bytes, sooner.
+ *
+ * The same result as gf_conv2d_cpu (backend.h) on every mask, border and
+ * image, byte for byte: integer masks are summed exactly in 32-bit
+ * integers (separable ones as a row pass and a column pass, constant rows
+ * or columns as running sums), other masks in doubles in the reference's
+ * order of additions; every value is then finished with the reference's
+ * double arithmetic. Bands of rows run on threads; the inner loops are
+ * plain C over whole rows, which the compiler vectorizes. */
+#ifndef GF_CPU_CONV_H
+#define GF_CPU_CONV_H
+
+#include "border.h"
+#include "mask.h"
+
+/* How a mask is summed: the path, and why (for -v). */
+typedef enum {
+    GF_CPU_DOUBLE = 0,        /* non-integer weights, or sums over 32 bits */
+    GF_CPU_INTEGER,           /* every tap of every matrix */
+    GF_CPU_SEPARABLE,         /* column x row, 1-D passes (running sums where constant) */
+} gf_cpu_path;
+
+gf_cpu_path gf_cpu_conv_path(const gf_mask *mask);
+const char *gf_cpu_path_name(gf_cpu_path path);
+
+/* threads: bands run at once (at most one a row); 0: every core this
+ * process may use, fewer for small work. Returns the bands it ran, or -1
+ * (out of memory). */
+int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border,
+                   int threads);
+
+/* The online cores this process may run on (its affinity), at least 1. */
+int gf_cpu_cores(void);
+
+#endif

@@ -1,0 +1,131 @@
+/* route.c - see route.h. */
+#include "route.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model.h"
+#include "cpu_conv.h"
+#include "util.h"
+
+struct gf_route {
+    const gf_job *job;
+    pthread_t thread;
+    int starting;              /* the thread runs or has run, not yet joined */
+    gf_backend *gpu;           /* its result */
+    char error[512];           /* its error when gpu is NULL */
+    double began_ms, start_ms; /* when it began, how long it took */
+    int decided, use_gpu;      /* --backend auto's choice */
+    gf_cost_estimate estimate;
+};
+
+static void *start_gpu(void *arg)
+{
+    gf_route *r = arg;
+    r->gpu = gf_backend_cuda_new(&r->job->backend_options);
+    if (!r->gpu)
+        snprintf(r->error, sizeof r->error, "%s", gf_error() + strlen("gpufilter: "));
+    r->start_ms = gf_now_ms() - r->began_ms;
+    return NULL;
+}
+
+static void begin_gpu(gf_route *r)
+{
+    r->began_ms = gf_now_ms();
+    if (pthread_create(&r->thread, NULL, start_gpu, r) == 0)
+        r->starting = 1;
+    else  /* no thread to spare: start it here, nothing hidden */
+        start_gpu(r);
+}
+
+/* Joins the start; the milliseconds this thread waited for it. */
+static double join_gpu(gf_route *r)
+{
+    if (!r->starting)
+        return 0.0;
+    const double t0 = gf_now_ms();
+    pthread_join(r->thread, NULL);
+    r->starting = 0;
+    return gf_now_ms() - t0;
+}
+
+gf_route *gf_route_begin(const gf_job *job)
+{
+    gf_route *r = calloc(1, sizeof *r);
+    if (!r) {
+        gf_set_error("out of memory");
+        return NULL;
+    }
+    r->job = job;
+    if (job->backend == GF_BACKEND_CUDA)
+        begin_gpu(r);
+    return r;
+}
+
+/* --backend auto: estimate both routes from the probe; start the GPU if it wins. */
+static void decide(const gf_image_probe *probe, const unsigned char *data, size_t size,
+                   void *user)
+{
+    gf_route *r = user;
+    const int channels = r->job->gray && probe->channels >= 3 ? probe->channels - 2
+                                                               : probe->channels;
+    const double decode_ms = gf_cost_decode_ms(data, size, probe->width, probe->height,
+                                               probe->channels);
+    gf_cost_estimate_call(&r->job->pipeline, probe->width, probe->height, channels, decode_ms,
+                          gf_cpu_cores(), &r->estimate);
+    r->decided = 1;
+    r->use_gpu = r->estimate.use_gpu;
+    if (r->use_gpu)
+        begin_gpu(r);
+}
+
+gf_image *gf_route_load(gf_route *r, const gf_job *job, const char *path)
+{
+    if (job->backend == GF_BACKEND_AUTO)
+        return gf_image_load_limited_hook(path, decide, r);
+    return gf_image_load_limited(path);
+}
+
+static gf_backend *cpu_backend(const gf_job *job)
+{
+    if (job->backend_options.tile_width > 0 && !job->quiet)
+        fprintf(stderr, "gpufilter: note: --tile shapes CUDA launches; the CPU backend ignores it\n");
+    return job->backend == GF_BACKEND_REFERENCE ? gf_backend_reference_new(&job->backend_options)
+                                                : gf_backend_cpu_new(&job->backend_options);
+}
+
+gf_backend *gf_route_backend(gf_route *r, const gf_job *job)
+{
+    FILE *log = job->verbose ? stderr : NULL;
+    if (log && r->decided)
+        gf_cost_explain(log, &r->estimate);
+    if (job->backend != GF_BACKEND_CUDA && !(r->decided && r->use_gpu))
+        return cpu_backend(job);
+    const double waited = join_gpu(r);
+    gf_backend *gpu = r->gpu;
+    r->gpu = NULL;
+    if (gpu) {
+        if (log)
+            fprintf(log, "gpufilter: cuda start %.1f ms: %.1f ms hidden behind the decode, "
+                    "%.1f ms waited for\n", r->start_ms, r->start_ms - waited, waited);
+        return gpu;
+    }
+    gf_set_error("%s", r->error);
+    if (job->backend == GF_BACKEND_CUDA)
+        return NULL;
+    if (log)  /* auto: the CPU, without a word unless asked */
+        fprintf(log, "gpufilter: %s; running on the CPU\n", r->error);
+    return cpu_backend(job);
+}
+
+void gf_route_end(gf_route *r)
+{
+    if (!r)
+        return;
+    join_gpu(r);
+    if (r->gpu)
+        r->gpu->destroy(r->gpu);
+    free(r);
+}
