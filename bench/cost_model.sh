@@ -22,8 +22,7 @@ import sys
 import numpy as np
 from PIL import Image
 out = sys.argv[1]
-photo = Image.open("../shared/images/astronaut.png" if __import__("os").path.exists(
-    "../shared/images/astronaut.png") else "samples/astronaut.png").convert("RGB")
+photo = Image.open("tests/data/images/astronaut.png").convert("RGB")
 img = photo.resize((4000, 3000), Image.LANCZOS)
 img.save(f"{out}/in.png", compress_level=3)
 img.save(f"{out}/in.jpg", quality=92)
@@ -33,8 +32,8 @@ with open(f"{out}/int15.mask", "w") as f:  # integer, not separable: every tap
     f.write("15 15 113 128\n")
     for row in weights:
         f.write(" ".join(map(str, row)) + "\n")
-with open(f"{out}/int15.taps", "w") as f:
-    f.write(f"{np.count_nonzero(weights) + 4}\n")
+with open(f"{out}/box31.mask", "w") as f:  # separable, running sums
+    f.write("31 31 961 0\n" + "\n".join(["1 " * 31] * 31) + "\n")
 with open(f"{out}/frac7.mask", "w") as f:  # fractional: the double path
     f.write("7 7 1 0\n")
     for row in rng.uniform(0, 0.04, size=(7, 7)).round(4):
@@ -51,13 +50,17 @@ stage_ms() {  # stage, args...
 }
 
 printf '%-34s %10s %14s\n' "measurement" "ms" "rate"
-rate() { awk -v v="$1" -v t="$2" -v ms="$3" 'BEGIN {printf "%.3f", v * t / (ms * 1e6)}'; }
-# taps as cost_model.c's mask_taps counts them, + 4 for the finish of each matrix
-for spec in "sobel 20" "gaussian5 10" "$DIR/int15.mask $(cat "$DIR/int15.taps")" "$DIR/frac7.mask 102"; do
+# one core: ms and the taps a value its path costs (from the -v line)
+: > "$DIR/cpu_rows"
+for spec in "sobel 2" "gaussian5 1" "$DIR/box31.mask 1" "$DIR/int15.mask 1" "$DIR/frac7.mask 1"; do
     set -- $spec
     ms=$(stage_ms filter --backend cpu -j 1 -m "$1" "$DIR/in.png" "$DIR/out.png")
-    printf '%-34s %10s %14s\n' "cpu -j 1 $(basename "$1")" "$ms" "$(rate $VALUES "$2" "$ms") taps/ns"
-    echo "$(rate $VALUES "$2" "$ms")" >> "$DIR/cpu_rates"
+    line=$("$BIN" -v --force --backend cpu -j 1 -m "$1" "$DIR/in.png" "$DIR/out.png" 2>&1 | grep "gpufilter: cpu: ")
+    taps=$(echo "$line" | grep -o "([0-9]* taps" | tr -dc 0-9)
+    path=$(echo "$line" | grep -q "double sums" && echo double || echo integer)
+    printf '%-34s %10s %14s\n' "cpu -j 1 $(basename "$1") ($path, $taps taps)" "$ms" \
+        "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
+    echo "$path $2 $taps $ms" >> "$DIR/cpu_rows"
 done
 ms=$(stage_ms filter --backend cpu -j 1 --equalize "$DIR/in.png" "$DIR/out.png")
 printf '%-34s %10s %14s\n' "cpu -j 1 --equalize" "$ms" "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
@@ -79,6 +82,20 @@ if "$BIN" --list-devices >/dev/null 2>&1; then
     printf '%-34s %10s\n' "cuda filter (sobel)" "$filt"
 fi
 echo
-echo "/* cost_model.c's constants, from bench/cost_model.sh on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') */"
-echo "CPU_TAPS_PER_NS: the lowest of the integer rates above: $(sed -n 1,3p "$DIR/cpu_rates" | sort -n | head -n 1)"
-rm -f "$DIR/cpu_rates"
+# the model's CPU constants: least squares over the integer rows, then the
+# double path's tap from the fractional mask
+"$PYTHON" - "$DIR/cpu_rows" "$VALUES" <<'EOF'
+import sys
+import numpy as np
+rows = [line.split() for line in open(sys.argv[1])]
+values = float(sys.argv[2])
+ints = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "integer"]
+a = np.array([[1.0, m, t] for m, t, _ in ints])
+value_ns, matrix_ns, tap_ns = np.linalg.lstsq(a, np.array([ns for *_, ns in ints]), rcond=None)[0]
+doubles = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "double"]
+double_ns = np.mean([(ns - value_ns - matrix_ns * m) / t for m, t, ns in doubles])
+print(f"#define CPU_VALUE_NS {value_ns:.2f}\n#define CPU_MATRIX_NS {matrix_ns:.2f}\n"
+      f"#define CPU_TAP_NS {tap_ns:.3f}\n#define CPU_DOUBLE_TAP_NS {double_ns:.3f}")
+EOF
+echo "(from $(nproc) cores of: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+rm -f "$DIR/cpu_rows"

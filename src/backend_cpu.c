@@ -198,9 +198,12 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
                          src->height);
             return -1;
         }
-        if (b->log)
-            fprintf(b->log, "gpufilter: cpu: %s: %s sums, %d thread%s\n", mask->name,
-                    gf_cpu_path_name(gf_cpu_conv_path(mask)), bands, bands == 1 ? "" : "s");
+        if (b->log) {
+            int taps = 0;
+            const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
+            fprintf(b->log, "gpufilter: cpu: %s: %s sums (%d taps a value), %d thread%s\n",
+                    mask->name, gf_cpu_path_name(path), taps, bands, bands == 1 ? "" : "s");
+        }
     }
     b->current = dst;
     b->scratch = src;

@@ -1,37 +1,36 @@
 /* cost_model.c - the estimates behind --backend auto (cost_model.h).
  *
- * Constants: bench/cost_model.sh measures them (one run prints this block);
- * CPU rates are per core, in values x taps per nanosecond. */
+ * Constants: bench/cost_model.sh measures them (it prints this block); the
+ * values below are from an AMD EPYC core of the development machine (CPU,
+ * decode) and the H100 host (GPU). */
 #include "cost_model.h"
 
 #include "cpu_conv.h"
 
-/* CPU: cpu_conv.c's paths (a tap of the double path counts double) */
-#define CPU_TAPS_PER_NS 1.0        /* integer taps, vectorized */
-#define CPU_FINISH_TAPS 4.0        /* the finish of a value (divide, round), in taps */
-#define CPU_TONE_NS_PER_VALUE 1.5  /* a tone operation, one thread */
+/* CPU, one core: a value of a convolution costs VALUE + MATRIX per matrix
+ * + TAP per multiply-add of its path (cpu_conv.h), DOUBLE_TAP on the
+ * double path */
+#define CPU_VALUE_NS 0.95
+#define CPU_MATRIX_NS 0.54
+#define CPU_TAP_NS 0.047
+#define CPU_DOUBLE_TAP_NS 0.114
+#define CPU_TONE_NS 2.2            /* a tone operation, one thread, per value */
 /* GPU */
 #define GPU_START_MS 300.0         /* cuInit, the primary context, the module */
 #define GPU_COPY_BYTES_PER_NS 5.0  /* pageable host memory, each way */
 #define GPU_BYTES_PER_NS 1500.0    /* a kernel pass, read and write */
 /* decoding (one core), per value */
-#define DECODE_PNG_NS 6.0
-#define DECODE_JPEG_NS 3.0
+#define DECODE_PNG_NS 5.0
+#define DECODE_JPEG_NS 2.0
 #define DECODE_OTHER_NS 2.0
 
-/* Taps one value of this mask costs on the CPU path it takes. */
-static double mask_taps(const gf_mask *mask)
+/* Nanoseconds a value of this mask costs one core. */
+static double mask_ns(const gf_mask *mask)
 {
-    const gf_cpu_path path = gf_cpu_conv_path(mask);
-    if (path == GF_CPU_SEPARABLE) {
-        /* a constant row or column is a running sum: about 2 taps whatever its length */
-        return (mask->width > 3 ? 3.0 : mask->width) + (mask->height > 3 ? 3.0 : mask->height);
-    }
-    double taps = 0.0;
-    for (int k = 0; k < mask->count; k++)
-        for (int i = 0; i < mask->width * mask->height; i++)
-            taps += mask->weights[k][i] != 0.0;
-    return path == GF_CPU_DOUBLE ? 2.0 * taps : taps;
+    int taps = 0;
+    const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
+    return CPU_VALUE_NS + CPU_MATRIX_NS * mask->count +
+           taps * (path == GF_CPU_DOUBLE ? CPU_DOUBLE_TAP_NS : CPU_TAP_NS);
 }
 
 void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, int channels,
@@ -42,11 +41,10 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
         if (op->kind == GF_OP_CONVOLVE) {
-            const double taps = mask_taps(op->mask) + CPU_FINISH_TAPS * op->mask->count;
-            cpu_ns += values * taps / (CPU_TAPS_PER_NS * cores);
+            cpu_ns += values * mask_ns(op->mask) / cores;
             gpu_passes += 1.0;
         } else {
-            cpu_ns += values * CPU_TONE_NS_PER_VALUE;
+            cpu_ns += values * CPU_TONE_NS;
             gpu_passes += 2.0;  /* a histogram or a reduction, then the table */
         }
     }

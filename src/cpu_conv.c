@@ -138,10 +138,35 @@ static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
     return plan->path = integer_factors(mask, plan) ? GF_CPU_SEPARABLE : GF_CPU_INTEGER;
 }
 
-gf_cpu_path gf_cpu_conv_path(const gf_mask *mask)
+static int nonzero_taps(const gf_mask *mask)
+{
+    int taps = 0;
+    for (int k = 0; k < mask->count; k++)
+        for (int i = 0; i < mask->width * mask->height; i++)
+            taps += mask->weights[k][i] != 0.0;
+    return taps > 0 ? taps : 1;
+}
+
+static int path_taps(const gf_mask *mask, const conv_plan *plan)
+{
+    if (plan->path != GF_CPU_SEPARABLE)
+        return nonzero_taps(mask);
+    int taps = plan->row_constant ? 2 : 0;
+    for (int x = 0; x < mask->width && !plan->row_constant; x++)
+        taps += plan->row[x] != 0;
+    if (plan->column_constant)
+        return taps + 2;
+    for (int y = 0; y < mask->height; y++)
+        taps += plan->column[y] != 0;
+    return taps;
+}
+
+gf_cpu_path gf_cpu_conv_path(const gf_mask *mask, int *taps)
 {
     conv_plan *plan = malloc(sizeof *plan);
     gf_cpu_path path = plan ? make_plan(mask, plan) : GF_CPU_DOUBLE;
+    if (taps)
+        *taps = plan ? path_taps(mask, plan) : nonzero_taps(mask);
     free(plan);
     return path;
 }
@@ -486,21 +511,10 @@ int gf_cpu_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-static int nonzero_taps(const gf_mask *mask)
-{
-    int taps = 0;
-    for (int k = 0; k < mask->count; k++)
-        for (int i = 0; i < mask->width * mask->height; i++)
-            taps += mask->weights[k][i] != 0.0;
-    return taps > 0 ? taps : 1;
-}
-
 static int band_count(const band_job *base, int threads)
 {
     const double work = (double)base->width * base->height * base->channels *
-                        (base->plan->path == GF_CPU_SEPARABLE
-                             ? base->mask->width + base->mask->height
-                             : nonzero_taps(base->mask));
+                        path_taps(base->mask, base->plan);
     int bands = threads;
     if (threads <= 0) {  /* every core, unless the work is too small to share */
         bands = gf_cpu_cores();

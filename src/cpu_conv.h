@@ -20,7 +20,10 @@ typedef enum {
     GF_CPU_SEPARABLE,         /* column x row, 1-D passes (running sums where constant) */
 } gf_cpu_path;
 
-gf_cpu_path gf_cpu_conv_path(const gf_mask *mask);
+/* The path a mask takes, and the multiply-adds it costs a value: the
+ * non-zero taps of every matrix, or a separable mask's row and column
+ * taps (2 for a running sum). */
+gf_cpu_path gf_cpu_conv_path(const gf_mask *mask, int *taps);
 const char *gf_cpu_path_name(gf_cpu_path path);
 
 /* threads: bands run at once (at most one a row); 0: every core this
