@@ -31,7 +31,6 @@ typedef struct {
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */
-    int cpu_threads;              /* threads of one CPU convolution; 0: every core */
     FILE *log;                    /* verbose report (launch shapes, times); NULL: quiet */
 } gf_backend_options;
 

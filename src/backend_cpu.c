@@ -164,7 +164,6 @@ typedef struct {
     gf_backend base;
     gf_image *current, *scratch;
     int fast;     /* cpu_conv.c's convolution, else the reference's */
-    int threads;  /* for the fast one; 0: every core */
     FILE *log;    /* -v: the path and threads of each convolution */
 } cpu_backend;
 
@@ -192,7 +191,7 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
     else {
         const int bands = gf_conv2d_fast(src->pixels, dst->pixels, src->width, src->height,
                                          src->channels, channels_filtered, mask, border,
-                                         b->threads);
+                                         0);
         if (bands < 0) {
             gf_set_error("out of memory for the CPU convolution of a %dx%d image", src->width,
                          src->height);
@@ -276,7 +275,6 @@ static gf_backend *new_cpu_backend(const gf_backend_options *options, int fast)
         .destroy = cpu_destroy,
     };
     b->fast = fast;
-    b->threads = options ? options->cpu_threads : 0;
     b->log = options ? options->log : NULL;
     return &b->base;
 }

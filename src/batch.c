@@ -1,6 +1,5 @@
 /* batch.c - many images in one run. */
 #include "batch.h"
-#include "cpu_conv.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -296,7 +295,6 @@ typedef struct {
     const gf_job *job;
     const gf_batch *batch;
     int cuda;                    /* a CUDA backend per worker, else a CPU one */
-    int cpu_threads;             /* a CPU worker's convolution threads: the cores it may share */
     const int *devices;
     int device_count;
     atomic_int next_worker;
@@ -367,7 +365,6 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
 static gf_backend *worker_backend(batch_run *run)
 {
     gf_backend_options options = run->job->backend_options;
-    options.cpu_threads = run->cpu_threads;
     if (!run->cuda)
         return run->job->backend == GF_BACKEND_REFERENCE ? gf_backend_reference_new(&options)
                                                           : gf_backend_cpu_new(&options);
@@ -440,8 +437,9 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         workers = 1;
     if ((size_t)workers > batch->count)
         workers = batch->count ? (int)batch->count : 1;
+    /* each image's own threads (convolution bands, PNG bands): a share of the cores */
     const int cores = gf_cpu_cores();
-    run.cpu_threads = cores > workers ? cores / workers : 1;
+    gf_set_image_threads(cores > workers ? cores / workers : 1);
     pthread_t *threads = calloc((size_t)workers, sizeof *threads);
     int started = 0;
     for (int i = 0; threads && i < workers; i++, started++)

@@ -8,12 +8,11 @@
  * responses, then columns; a constant row or column is a running sum. The
  * double path keeps the reference's order of additions per matrix, (my, mx)
  * ascending, so its sums are the reference's bit for bit. */
-#define _GNU_SOURCE  /* sched_getaffinity */
 #include "cpu_conv.h"
+#include "util.h"
 
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,24 +499,13 @@ BAND_CLONES static void *run_band(void *arg)
 
 /* ---- threads ----------------------------------------------------------------- */
 
-int gf_cpu_cores(void)
-{
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-#endif
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static int band_count(const band_job *base, int threads)
 {
     const double work = (double)base->width * base->height * base->channels *
                         path_taps(base->mask, base->plan);
     int bands = threads;
     if (threads <= 0) {  /* every core, unless the work is too small to share */
-        bands = gf_cpu_cores();
+        bands = gf_image_threads();
         if (work / WORK_PER_THREAD < bands)
             bands = (int)(work / WORK_PER_THREAD);
     }

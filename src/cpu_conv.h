@@ -26,14 +26,11 @@ typedef enum {
 gf_cpu_path gf_cpu_conv_path(const gf_mask *mask, int *taps);
 const char *gf_cpu_path_name(gf_cpu_path path);
 
-/* threads: bands run at once (at most one a row); 0: every core this
- * process may use, fewer for small work. Returns the bands it ran, or -1
+/* threads: bands run at once (at most one a row); 0: gf_image_threads(),
+ * fewer for small work. Returns the bands it ran, or -1
  * (out of memory). */
 int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
                    int channels, int channels_filtered, const gf_mask *mask, gf_border border,
                    int threads);
-
-/* The online cores this process may run on (its affinity), at least 1. */
-int gf_cpu_cores(void);
 
 #endif

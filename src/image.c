@@ -4,6 +4,7 @@
 #include "image.h"
 #include "decode_checks.h"
 #include "jpeg_turbo.h"
+#include "png_codec.h"
 #include "tone.h"
 #include "pnm.h"
 
@@ -223,8 +224,20 @@ static unsigned char *decode_pnm(const unsigned char *data, size_t size, const c
     return gf_pnm_decode(data, size, &header, name);
 }
 
+/* A PNG through png_codec.c; NULL with *handled 0 leaves it to stb_image
+ * (with *corrupt the message to give if stb_image refuses it too). */
+static unsigned char *decode_png(const unsigned char *data, size_t size, const char *name,
+                                 int *width, int *height, int *channels, int *handled,
+                                 const char **corrupt)
+{
+    unsigned char *pixels = NULL;
+    const int r = gf_png_decode(data, size, name, &pixels, width, height, channels, corrupt);
+    *handled = r != GF_PNG_NOT_HANDLED;
+    return r == GF_PNG_DONE ? pixels : NULL;
+}
+
 /* The pixels of a probed file: pnm.c for a binary PNM, libjpeg-turbo for a
- * JPEG, else stb_image. */
+ * JPEG, png_codec.c for most PNGs, else stb_image. */
 static unsigned char *decode_pixels(const unsigned char *data, size_t size, const char *name,
                                     const gf_image_probe *probe, int *width, int *height,
                                     int *channels)
@@ -253,8 +266,17 @@ static unsigned char *decode_pixels(const unsigned char *data, size_t size, cons
                            "has no libjpeg-turbo, which would take the standard tables");
         return NULL;
     }
+    const char *corrupt = NULL;
+    if (size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
+        int handled;
+        pixels = decode_png(data, size, name, width, height, channels, &handled, &corrupt);
+        if (handled)
+            return pixels;
+    }
     pixels = stbi_load_from_memory(data, (int)size, width, height, channels, 0);
-    if (!pixels)
+    if (!pixels && corrupt)
+        gf_set_error("%s: corrupt PNG (%s)", name, corrupt);
+    else if (!pixels)
         gf_set_error("%s: cannot decode: %s", name, stbi_failure_reason());
     return pixels;
 }
@@ -380,6 +402,11 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
         if ((size_t)w * (size_t)c > INT_MAX) {
             gf_set_error("image too wide for PNG encoding");
             return -1;
+        }
+        switch (gf_png_encode(img->pixels, w, h, c, stbi_write_png_compression_level, data, size)) {
+        case GF_PNG_DONE: return 0;
+        case GF_PNG_FAILED: return -1;
+        default: break;
         }
         ok = stbi_write_png_to_func(append_bytes, &b, w, h, c, img->pixels, w * c);
         break;

@@ -105,6 +105,8 @@ static int run(const gf_job *j)
 {
     if (output_may_be_an_input(j))
         return GF_EXIT_USAGE;
+    if (j->jobs)
+        gf_set_image_threads(j->jobs);
     gf_route *route = gf_route_begin(j);
     if (!route) {
         fprintf(stderr, "%s\n", gf_error());

@@ -142,7 +142,8 @@ static void usage(FILE *out)
 "      --files-from FILE  read input paths from FILE, one per line ('-': stdin)\n"
 "      --suffix S         add S to each output name before its extension\n"
 "  -j, --jobs N           threads (default: the cores): a batch's files at once;\n"
-"                         one image's bands of rows on the CPU backend\n"
+"                         for one image, its bands of rows (CPU filtering, PNG\n"
+"                         encoding)\n"
 "      --shard I/N        process only shard I (0 <= I < N) of the inputs, split\n"
 "                         by a hash of each path: N runs cover every file once\n"
 "      --quiet            no progress line (shown only when stderr is a terminal)\n"
@@ -619,7 +620,6 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         case 'j':
             if (parse_int(optarg, 1, 1024, &j->jobs) < 0)
                 return usage_error("--jobs '%s' is not a whole number from 1 to 1024", optarg);
-            j->backend_options.cpu_threads = j->jobs;
             break;
         case OPT_SHARD:
             if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cost_model.h"
-#include "cpu_conv.h"
 #include "util.h"
 
 struct gf_route {
@@ -74,7 +73,7 @@ static void decide(const gf_image_probe *probe, const unsigned char *data, size_
     const double decode_ms = gf_cost_decode_ms(data, size, probe->width, probe->height,
                                                probe->channels);
     gf_cost_estimate_call(&r->job->pipeline, probe->width, probe->height, channels, decode_ms,
-                          gf_cpu_cores(), &r->estimate);
+                          gf_image_threads(), &r->estimate);
     r->decided = 1;
     r->use_gpu = r->estimate.use_gpu;
     if (r->use_gpu)

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE  /* sched_getaffinity */
 #include "util.h"
 
 #include <stdarg.h>
@@ -5,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
+#include <unistd.h>
 
 /* one message per thread: batch workers fail independently */
 static _Thread_local char error_message[1024] = "gpufilter: unknown error";
@@ -50,4 +53,27 @@ int gf_mul_size(size_t a, size_t b, size_t *out)
         return -1;
     *out = a * b;
     return 0;
+}
+
+int gf_cpu_cores(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int image_threads;  /* set before any worker starts; 0: every core */
+
+void gf_set_image_threads(int threads)
+{
+    image_threads = threads;
+}
+
+int gf_image_threads(void)
+{
+    return image_threads > 0 ? image_threads : gf_cpu_cores();
 }

@@ -15,6 +15,13 @@ void gf_error_name_file(const char *name);
 /* Milliseconds on the monotonic clock, for stage timings and rates. */
 double gf_now_ms(void);
 
+/* The cores this process may run on (its affinity), at least 1. */
+int gf_cpu_cores(void);
+/* Threads one image's work may take (a CPU convolution, a PNG encode):
+ * every core by default; a batch gives each worker its share, -j N sets N. */
+void gf_set_image_threads(int threads);
+int gf_image_threads(void);
+
 /* a * b, or -1 when the product overflows size_t. */
 int gf_mul_size(size_t a, size_t b, size_t *out);
 

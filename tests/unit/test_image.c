@@ -28,6 +28,7 @@
 #include <stb_image_write.h>
 
 #include "image.h"
+#include "png_codec.h"
 #include "util.h"
 
 #include "test_rng.h"
@@ -1938,6 +1939,111 @@ static void test_stdin_stdout(void **state)
 
 /* ------------------------------------------------------------ main */
 
+
+/* ---------------------------------------------------------- png_codec.c */
+
+#ifdef GF_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+
+/* Bytes that compress in every way: random, runs, a ramp, and their mix. */
+static unsigned char *deflate_test_data(size_t n, int kind)
+{
+    unsigned char *d = malloc(n ? n : 1);
+    assert_non_null(d);
+    for (size_t i = 0; i < n; i++) {
+        const int k = kind == 3 ? (int)(i / 5000 % 3) : kind;
+        d[i] = k == 0 ? (unsigned char)rng_next() : k == 1 ? (unsigned char)(i / 700) : (unsigned char)(i * 7 + i / 300);
+    }
+    return d;
+}
+
+/* The joined band streams inflate, with their Adler-32, to the data, with
+ * libdeflate and with stb_image's own inflate, at every kind of block
+ * (stored at level 0, fixed and dynamic Huffman) and band size. */
+static void test_png_zlib_bands(void **state)
+{
+    (void)state;
+    static const int levels[] = {0, 1, 3, 6, 9, 12};
+    static const size_t sizes[] = {1, 100, 70000, 400000};
+    struct libdeflate_decompressor *dec = libdeflate_alloc_decompressor();
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        for (int kind = 0; kind < 4; kind++) {
+            const size_t n = sizes[s] + (size_t)rng_int(0, 99);
+            unsigned char *data = deflate_test_data(n, kind);
+            unsigned char *back = malloc(n);
+            for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+                const size_t band = (size_t)rng_int(1, 3) == 1 ? (size_t)rng_int(1, 64) : (size_t)rng_int(1000, 150000);
+                unsigned char *z = NULL;
+                size_t zn = 0, got = 0;
+                assert_int_equal(gf_png_zlib_bands(data, n, band, levels[l], rng_int(1, 4), &z, &zn), 0);
+                assert_int_equal(libdeflate_zlib_decompress(dec, z, zn, back, n, &got), LIBDEFLATE_SUCCESS);
+                assert_int_equal(got, n);
+                assert_memory_equal(back, data, n);
+                int stb_len = 0;
+                char *stb = stbi_zlib_decode_malloc((const char *)z, (int)zn, &stb_len);
+                assert_non_null(stb);
+                assert_int_equal(stb_len, (int)n);
+                assert_memory_equal(stb, data, n);
+                free(stb);
+                free(z);
+            }
+            free(back);
+            free(data);
+        }
+    }
+    libdeflate_free_decompressor(dec);
+}
+
+static void test_adler32_combine(void **state)
+{
+    (void)state;
+    unsigned char *d = deflate_test_data(300000, 0);
+    for (int t = 0; t < 50; t++) {
+        const size_t cut = (size_t)rng_int(0, 300000);
+        const uint32_t a = libdeflate_adler32(1, d, cut), b = libdeflate_adler32(1, d + cut, 300000 - cut);
+        assert_int_equal(gf_adler32_combine(a, b, 300000 - cut), libdeflate_adler32(1, d, 300000));
+    }
+    free(d);
+}
+
+/* gf_png_encode's files (one band, and many bands on threads above 1 Mpx)
+ * decode to the pixels with stb_image, and gf_png_decode gives stb's bytes. */
+static void test_png_codec_roundtrip(void **state)
+{
+    (void)state;
+    const int sizes[][2] = {{1, 1}, {3, 200}, {257, 31}, {1500, 900}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int c = 1; c <= 4; c++) {
+            const int w = sizes[i][0], h = sizes[i][1];
+            gf_image *img = random_image(w, h, c);
+            for (int y = 0; y < h / 2; y++)  /* half smooth, for every row filter */
+                for (int x = 0; x < w * c; x++)
+                    img->pixels[(size_t)y * (size_t)(w * c) + (size_t)x] = (unsigned char)(x / 3 + y);
+            unsigned char *png = NULL;
+            size_t n = 0;
+            assert_int_equal(gf_png_encode(img->pixels, w, h, c, rng_int(0, 12), &png, &n), GF_PNG_DONE);
+            int sw, sh, sc;
+            unsigned char *stb = stbi_load_from_memory(png, (int)n, &sw, &sh, &sc, 0);
+            assert_non_null(stb);
+            assert_int_equal(sw, w);
+            assert_int_equal(sh, h);
+            assert_int_equal(sc, c);
+            assert_memory_equal(stb, img->pixels, gf_image_bytes(img));
+            unsigned char *ours = NULL;
+            int ow, oh, oc;
+            const char *corrupt;
+            assert_int_equal(gf_png_decode(png, n, "t", &ours, &ow, &oh, &oc, &corrupt), GF_PNG_DONE);
+            assert_int_equal(oc, c);
+            assert_memory_equal(ours, stb, gf_image_bytes(img));
+            free(ours);
+            stbi_image_free(stb);
+            free(png);
+            gf_image_free(img);
+        }
+    }
+}
+#endif
+
 int main(void)
 {
     rng_seed("test_image");
@@ -1946,6 +2052,11 @@ int main(void)
         cmocka_unit_test_teardown(test_new_and_bytes, clean_tmpdir),
         cmocka_unit_test_teardown(test_mul_size, clean_tmpdir),
         cmocka_unit_test_teardown(test_png_roundtrip, clean_tmpdir),
+#ifdef GF_HAVE_LIBDEFLATE
+        cmocka_unit_test_teardown(test_png_zlib_bands, clean_tmpdir),
+        cmocka_unit_test_teardown(test_adler32_combine, clean_tmpdir),
+        cmocka_unit_test_teardown(test_png_codec_roundtrip, clean_tmpdir),
+#endif
         cmocka_unit_test_teardown(test_bmp_roundtrip, clean_tmpdir),
         cmocka_unit_test_teardown(test_tga_roundtrip, clean_tmpdir),
         cmocka_unit_test_teardown(test_jpeg, clean_tmpdir),
