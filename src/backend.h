@@ -47,8 +47,10 @@ typedef struct gf_backend gf_backend;
 
 struct gf_backend {
     const char *name;
-    /* Take a copy of img into the backend's buffers. */
-    int (*upload)(gf_backend *self, const gf_image *img);
+    /* Take img's pixels into the backend's buffers: a copy (CUDA), or the
+     * buffer itself (CPU), img then holding a buffer of the same size
+     * whose contents are undefined until download fills it. */
+    int (*upload)(gf_backend *self, gf_image *img);
     /* Filter the current image in place. Channels below 'channels_filtered'
      * are filtered; the rest (alpha) pass through unchanged. Returns -1 when
      * the backend failed, -2 when the options cannot work here (a tile over

@@ -167,16 +167,20 @@ typedef struct {
     FILE *log;    /* -v: the path and threads of each convolution */
 } cpu_backend;
 
-static int cpu_upload(gf_backend *self, const gf_image *img)
+/* The image's own buffer becomes the backend's (no copy), and img gets a
+ * fresh one; download swaps them back, so a CPU run copies no pixels. */
+static int cpu_upload(gf_backend *self, gf_image *img)
 {
     cpu_backend *b = (cpu_backend *)self;
     gf_image_free(b->current);
     gf_image_free(b->scratch);
+    b->scratch = NULL;
     b->current = gf_image_new(img->width, img->height, img->channels);
-    b->scratch = gf_image_new(img->width, img->height, img->channels);
-    if (!b->current || !b->scratch)
+    if (!b->current)
         return -1;
-    memcpy(b->current->pixels, img->pixels, gf_image_bytes(img));
+    unsigned char *fresh = b->current->pixels;
+    b->current->pixels = img->pixels;
+    img->pixels = fresh;
     return 0;
 }
 
@@ -184,6 +188,10 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
                         int channels_filtered)
 {
     cpu_backend *b = (cpu_backend *)self;
+    if (!b->scratch)
+        b->scratch = gf_image_new(b->current->width, b->current->height, b->current->channels);
+    if (!b->scratch)
+        return -1;
     gf_image *src = b->current, *dst = b->scratch;
     if (!b->fast)
         gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
@@ -244,7 +252,9 @@ static int cpu_finish(gf_backend *self)
 static int cpu_download(gf_backend *self, gf_image *img)
 {
     cpu_backend *b = (cpu_backend *)self;
-    memcpy(img->pixels, b->current->pixels, gf_image_bytes(img));
+    unsigned char *result = b->current->pixels;
+    b->current->pixels = img->pixels;
+    img->pixels = result;
     return 0;
 }
 

@@ -367,7 +367,7 @@ static int upload_strips(cuda_backend *b, const gf_image *img, size_t budget)
     return 0;
 }
 
-static int cuda_upload(gf_backend *self, const gf_image *img)
+static int cuda_upload_copy(gf_backend *self, const gf_image *img)
 {
     cuda_backend *b = (cuda_backend *)self;
     size_t bytes = gf_image_bytes(img);
@@ -910,6 +910,12 @@ static int cuda_open(cuda_backend *b)
     return 0;
 }
 
+/* The device takes a copy; img keeps its pixels. */
+static int cuda_upload(gf_backend *self, gf_image *img)
+{
+    return cuda_upload_copy(self, img);
+}
+
 gf_backend *gf_backend_cuda_new(const gf_backend_options *options)
 {
     cuda_backend *b = calloc(1, sizeof *b);
@@ -1124,7 +1130,7 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
 {
     cuda_backend *b = (cuda_backend *)self;
     b->options.tile_width = b->options.tile_height = 0;  /* the automatic choice first */
-    if (cuda_upload(self, img) < 0)
+    if (cuda_upload_copy(self, img) < 0)
         return -1;
     if (b->strips) {
         gf_set_error("--tile sweep needs the whole image in GPU memory; it is over the budget");
