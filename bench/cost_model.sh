@@ -79,7 +79,7 @@ if "$BIN" --list-devices >/dev/null 2>&1; then
     filt=$(stage_ms filter --backend cuda -m sobel "$DIR/in.png" "$DIR/out.png")
     printf '%-34s %10s %14s\n' "cuda upload" "$up" "$(awk -v ms="$up" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
     printf '%-34s %10s %14s\n' "cuda download" "$down" "$(awk -v ms="$down" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
-    printf '%-34s %10s\n' "cuda filter (sobel)" "$filt"
+    printf '%-34s %10s\n' "cuda filter, first launch (sobel)" "$filt"
 fi
 echo
 # the model's CPU constants: least squares over the integer rows, then the

@@ -3,7 +3,8 @@
  * Each route's time is estimated from the work (values x taps of each
  * operation, by the CPU path cpu_conv.c takes), the cores, and the GPU's
  * fixed costs: starting the driver (hidden behind the decode, which runs
- * beside it), copying the image there and back. The constants are measured
+ * beside it), loading the kernels at the first launch, copying the image
+ * there and back. The constants are measured
  * by bench/cost_model.sh; the machine they come from is named in
  * cost_model.c. */
 #ifndef GF_COST_MODEL_H

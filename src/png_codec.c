@@ -1010,9 +1010,11 @@ static int write_container(int width, int height, int channels, const unsigned c
     return 0;
 }
 
-/* Bands of at least ~2 MiB of filtered rows, a fixed size (the output does
- * not depend on the core count); under 1 Mpx, one band and no thread. */
-#define BAND_BYTES ((size_t)2 << 20)
+/* Bands of at least 256 KiB of filtered rows, a fixed size (the output
+ * does not depend on the core count): small enough that a 512x512 RGB
+ * image spreads over 3 cores, large enough that each band's fresh
+ * dictionary costs under 1% of the size. */
+#define BAND_BYTES ((size_t)256 << 10)
 
 static int encode_threads(void)
 {
@@ -1026,9 +1028,7 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
     if (width < 1 || height < 1 || channels < 1 || channels > 4)
         return GF_PNG_NOT_HANDLED;
     const size_t row = (size_t)width * (size_t)channels + 1;
-    const size_t pixel_count = (size_t)width * (size_t)height;
-    const size_t rows_per_band =
-        pixel_count < ((size_t)1 << 20) ? (size_t)height : (BAND_BYTES + row - 1) / row;
+    const size_t rows_per_band = (BAND_BYTES + row - 1) / row;
     const size_t count = ((size_t)height + rows_per_band - 1) / rows_per_band;
     unsigned char *filtered = malloc(row * (size_t)height);
     band *bands = calloc(count, sizeof *bands);
