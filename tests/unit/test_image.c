@@ -28,6 +28,8 @@
 #include <stb_image_write.h>
 
 #include "image.h"
+#include "jpeg_strips.h"
+#include "jpeg_turbo.h"
 #include "png_codec.h"
 #include "util.h"
 
@@ -476,6 +478,50 @@ static double mean_abs_error(const gf_image *a, const gf_image *b)
     for (size_t i = 0; i < n; i++)
         sum += abs((int)a->pixels[i] - (int)b->pixels[i]);
     return sum / (double)n;
+}
+
+/* The strips a JPEG is joined from must share their tables and layout:
+ * strips of two qualities, a progressive or arithmetic-coded one, or a
+ * file that is no JPEG are refused (1: the caller encodes it whole). */
+static void test_jpeg_join_refuses_unlike_strips(void **state)
+{
+    (void)state;
+    if (!gf_jpeg_turbo_available())
+        skip();
+    gf_image *img = gradient_image(40, 16);
+    unsigned char *a, *b, *joined = NULL;
+    size_t na, nb, n;
+    assert_int_equal(gf_jpeg_turbo_encode(img->pixels, 40, 16, img->channels, 80, &a, &na), 0);
+    assert_int_equal(gf_jpeg_turbo_encode(img->pixels, 40, 16, img->channels, 60, &b, &nb), 0);
+    unsigned char *strips[2] = {a, a};
+    size_t sizes[2] = {na, na};
+    /* quality 80: 4:2:0 for colour (16x16 MCUs: 3 a strip), 8x8 for gray (10) */
+    const int restart = img->channels >= 3 ? 3 : 10;
+    assert_int_equal(gf_jpeg_join_strips(strips, sizes, 2, 32, restart, &joined, &n), 0);
+    gf_image *back = gf_image_load_memory(joined, n, "joined.jpg");
+    assert_non_null(back);
+    assert_int_equal(back->height, 32);
+    gf_image_free(back);
+    free(joined);
+    strips[1] = b;
+    sizes[1] = nb;
+    assert_int_equal(gf_jpeg_join_strips(strips, sizes, 2, 32, 10, &joined, &n), 1);
+    unsigned char *cut = malloc(na);
+    memcpy(cut, a, na);
+    cut[na - 1] = 0;  /* no EOI */
+    strips[1] = cut;
+    sizes[1] = na;
+    assert_int_equal(gf_jpeg_join_strips(strips, sizes, 2, 32, 10, &joined, &n), 1);
+    for (size_t i = 2; i + 1 < na; i++)  /* the frame marked progressive */
+        if (cut[i] == 0xFF && cut[i + 1] == 0xC0)
+            cut[i + 1] = 0xC2;
+    cut[na - 1] = 0xD9;
+    strips[0] = strips[1] = cut;
+    assert_int_equal(gf_jpeg_join_strips(strips, sizes, 2, 32, 10, &joined, &n), 1);
+    free(cut);
+    free(a);
+    free(b);
+    gf_image_free(img);
 }
 
 static void test_jpeg(void **state)
@@ -2054,6 +2100,7 @@ int main(void)
         cmocka_unit_test_teardown(test_png_roundtrip, clean_tmpdir),
 #ifdef GF_HAVE_LIBDEFLATE
         cmocka_unit_test_teardown(test_png_zlib_bands, clean_tmpdir),
+        cmocka_unit_test_teardown(test_jpeg_join_refuses_unlike_strips, clean_tmpdir),
         cmocka_unit_test_teardown(test_adler32_combine, clean_tmpdir),
         cmocka_unit_test_teardown(test_png_codec_roundtrip, clean_tmpdir),
 #endif
