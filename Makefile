@@ -71,8 +71,8 @@ CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
 
-HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c png_codec.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c
-CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o png_codec.o stb_impl.o mask.o builtin_masks.o)
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
 # (compiling conv2d.cu takes minutes).
@@ -124,7 +124,7 @@ $(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),$(STB_UNCHECKED))
 # too (no value changes: the rounding mode and IEEE results are the same)
 $(BUILD)/obj/cpu_conv.o: CFLAGS += -O3 -fno-math-errno -fno-trapping-math
 # the PNG row filters likewise (-O3 vectorizes them: about 4 times faster)
-$(BUILD)/obj/png_codec.o: CFLAGS += -O3
+$(BUILD)/obj/png_encode.o: CFLAGS += -O3
 
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
@@ -219,7 +219,7 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
-FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips png_codec stb_impl mask tone options pipeline backend_cpu cpu_conv cost_model
+FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips png_decode png_encode zlib_bands stb_impl mask tone options pipeline backend_cpu cpu_conv cost_model
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options

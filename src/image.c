@@ -224,7 +224,7 @@ static unsigned char *decode_pnm(const unsigned char *data, size_t size, const c
     return gf_pnm_decode(data, size, &header, name);
 }
 
-/* A PNG through png_codec.c; NULL with *handled 0 leaves it to stb_image
+/* A PNG through png_decode.c; NULL with *handled 0 leaves it to stb_image
  * (with *corrupt the message to give if stb_image refuses it too). */
 static unsigned char *decode_png(const unsigned char *data, size_t size, const char *name,
                                  int *width, int *height, int *channels, int *handled,
@@ -237,7 +237,7 @@ static unsigned char *decode_png(const unsigned char *data, size_t size, const c
 }
 
 /* The pixels of a probed file: pnm.c for a binary PNM, libjpeg-turbo for a
- * JPEG, png_codec.c for most PNGs, else stb_image. */
+ * JPEG, png_decode.c for most PNGs, else stb_image. */
 static unsigned char *decode_pixels(const unsigned char *data, size_t size, const char *name,
                                     const gf_image_probe *probe, int *width, int *height,
                                     int *channels)

@@ -1,4 +1,5 @@
-/* png_codec.h - PNG decode and encode on libdeflate (png_codec.c).
+/* png_codec.h - PNG decode (png_decode.c) and encode (png_encode.c) on
+ * libdeflate.
  *
  * Decode gives byte for byte what stb_image 2.27 gives with req_comp 0 for
  * every file it handles; what it does not handle (Adam7, CgBI, colour type
@@ -11,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 enum {
     GF_PNG_DONE = 0,
@@ -31,13 +33,14 @@ int gf_png_decode(const unsigned char *data, size_t size, const char *name,
 int gf_png_encode(const unsigned char *pixels, int width, int height, int channels, int level,
                   unsigned char **out, size_t *out_size);
 
-/* The zlib stream of data deflated in bands of band_size bytes (the last
- * one shorter) on up to 'threads' threads: what gf_png_encode uses, exposed
- * for the unit tests. Returns 0, or -1 with the error set. */
-int gf_png_zlib_bands(const unsigned char *data, size_t size, size_t band_size, int level,
-                      int threads, unsigned char **out, size_t *out_size);
-
-/* Adler-32 of A followed by B, from adler(A), adler(B) and B's length. */
-uint32_t gf_adler32_combine(uint32_t adler_a, uint32_t adler_b, size_t length_b);
+/* The Paeth predictor, which filtering and unfiltering share. */
+static inline int gf_png_paeth(int a, int b, int c)
+{
+    const int p = a + b - c;
+    const int pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+    if (pa <= pb && pa <= pc)
+        return a;
+    return pb <= pc ? b : c;
+}
 
 #endif

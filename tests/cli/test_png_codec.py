@@ -1,4 +1,5 @@
-"""PNG decode and encode of src/png_codec.c: every colour type and bit depth
+"""PNG decode and encode (src/png_decode.c, src/png_encode.c): every
+colour type and bit depth
 decodes to what stb_image 2.27 gives (pngmaker.py computes it from the
 sample values, Pillow cross-checks where it reads the file), corrupt data
 is refused, and the banded parallel encoder writes files that Pillow

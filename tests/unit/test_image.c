@@ -31,6 +31,7 @@
 #include "jpeg_strips.h"
 #include "jpeg_turbo.h"
 #include "png_codec.h"
+#include "zlib_bands.h"
 #include "util.h"
 
 #include "test_rng.h"
@@ -1986,7 +1987,7 @@ static void test_stdin_stdout(void **state)
 /* ------------------------------------------------------------ main */
 
 
-/* ---------------------------------------------------------- png_codec.c */
+/* ------------------------------------------- png_encode.c, zlib_bands.c */
 
 #ifdef GF_HAVE_LIBDEFLATE
 #include <libdeflate.h>

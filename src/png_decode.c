@@ -1,0 +1,395 @@
+/* png_decode.c - PNG on libdeflate: one inflate of all IDAT data, then
+ * unfilter and expand to stb_image's 8-bit result. See png_codec.h for
+ * what is left to stb_image. */
+#include "png_codec.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#ifndef GF_HAVE_LIBDEFLATE
+
+int gf_png_decode(const unsigned char *data, size_t size, const char *name,
+                  unsigned char **pixels, int *width, int *height, int *channels,
+                  const char **corrupt)
+{
+    (void)data, (void)size, (void)name, (void)pixels, (void)width, (void)height, (void)channels;
+    *corrupt = NULL;
+    return GF_PNG_NOT_HANDLED;
+}
+
+#else
+
+#include <libdeflate.h>
+
+#include "bytes.h"
+
+/* ==== decode ================================================================ */
+
+/* What the chunks before IEND said, as stb_image 2.27 keeps it. */
+typedef struct {
+    uint32_t width, height;
+    int depth, color, interlace;
+    int samples;                  /* per pixel in the data: 1..4 (palette: 1) */
+    int palette_alpha;            /* a palette image with tRNS: RGBA out */
+    unsigned palette_entries;     /* entries any PLTE defined (stb's array is uninitialised past them) */
+    unsigned char palette[1024];  /* RGBA; alpha 255 unless tRNS */
+    int has_trans;                /* gray / RGB tRNS: one more channel out */
+    uint8_t trans8[3];            /* the key as stb scales it (depth <= 8) */
+    uint16_t trans16[3];          /* the key at depth 16 */
+    unsigned char *idat;
+    size_t idat_size, idat_capacity;
+    const char *name;
+} png_state;
+
+#define CHUNK(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (uint32_t)(d))
+
+static int corrupt_png(const png_state *s, const char *what)
+{
+    gf_set_error("%s: corrupt PNG (%s)", s->name, what);
+    return GF_PNG_FAILED;
+}
+
+/* Colour type and depth pairs of the PNG spec; stb_image takes a few more. */
+static int standard_depth(int color, int depth)
+{
+    switch (color) {
+    case 0: return depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
+    case 3: return depth <= 8;
+    default: return depth == 8 || depth == 16;
+    }
+}
+
+static int read_ihdr(png_state *s, const unsigned char *p, uint32_t length)
+{
+    if (length != 13)
+        return corrupt_png(s, "IHDR is not 13 bytes");
+    s->width = gf_be32(p);
+    s->height = gf_be32(p + 4);
+    s->depth = p[8];
+    s->color = p[9];
+    s->interlace = p[12];
+    const int d = s->depth;
+    if (s->width == 0 || s->height == 0 || s->width > (1u << 24) || s->height > (1u << 24))
+        return corrupt_png(s, "bad image size in IHDR");
+    if ((d != 1 && d != 2 && d != 4 && d != 8 && d != 16) || s->color > 6 ||
+        (s->color == 3 && d == 16) || (s->color != 3 && (s->color & 1)) || p[10] || p[11] ||
+        s->interlace > 1)
+        return corrupt_png(s, "bad IHDR");
+    if (s->interlace || !standard_depth(s->color, d))
+        return GF_PNG_NOT_HANDLED;
+    s->samples = s->color == 3 ? 1 : (s->color & 2 ? 3 : 1) + (s->color & 4 ? 1 : 0);
+    const int limit_n = s->color == 3 ? 4 : s->samples;
+    if ((1u << 30) / s->width / (uint32_t)limit_n < s->height)
+        return corrupt_png(s, "image too large");
+    return GF_PNG_DONE;
+}
+
+static int read_plte(png_state *s, const unsigned char *p, uint32_t length)
+{
+    if (length > 256 * 3 || length % 3)
+        return corrupt_png(s, "bad PLTE length");
+    const unsigned entries = length / 3;
+    for (unsigned i = 0; i < entries; i++) {
+        memcpy(s->palette + 4 * i, p + 3 * i, 3);
+        s->palette[4 * i + 3] = 255;
+    }
+    s->palette_entries = entries > s->palette_entries ? entries : s->palette_entries;
+    return GF_PNG_DONE;
+}
+
+/* stb_image keeps the palette length of the last PLTE for tRNS's checks. */
+static int read_trns(png_state *s, const unsigned char *p, uint32_t length, unsigned palette_len)
+{
+    static const uint8_t depth_scale[17] = {0, 0xff, 0x55, 0, 0x11, 0, 0, 0, 1};
+    if (s->idat_size)
+        return corrupt_png(s, "tRNS after IDAT");
+    if (s->color == 3) {
+        if (palette_len == 0)
+            return corrupt_png(s, "tRNS before PLTE");
+        if (length > palette_len)
+            return corrupt_png(s, "tRNS longer than the palette");
+        s->palette_alpha = 1;
+        for (uint32_t i = 0; i < length; i++)
+            s->palette[4 * i + 3] = p[i];
+        return GF_PNG_DONE;
+    }
+    if (!(s->samples & 1))
+        return corrupt_png(s, "tRNS on an image with alpha");
+    if (length != (uint32_t)s->samples * 2)
+        return corrupt_png(s, "bad tRNS length");
+    s->has_trans = 1;
+    for (int k = 0; k < s->samples; k++) {
+        s->trans16[k] = (uint16_t)gf_be16(p + 2 * k);
+        /* stb: (stbi_uc)(v & 255) * scale, stored in a byte */
+        s->trans8[k] = (uint8_t)((gf_be16(p + 2 * k) & 255) * depth_scale[s->depth]);
+    }
+    return GF_PNG_DONE;
+}
+
+/* The IDAT bytes of the whole file, counted on a first walk of the chunks. */
+static size_t count_idat(const unsigned char *data, size_t size)
+{
+    size_t total = 0;
+    for (size_t i = 8; size - i >= 12;) {
+        const size_t length = gf_be32(data + i);
+        if (memcmp(data + i + 4, "IEND", 4) == 0 || length > size - i - 12)
+            break;
+        if (memcmp(data + i + 4, "IDAT", 4) == 0)
+            total += length;
+        i += 12 + length;
+    }
+    return total;
+}
+
+static int read_chunk(png_state *s, uint32_t type, const unsigned char *p, uint32_t length,
+                      int *first, unsigned *palette_len)
+{
+    if (type == CHUNK('C', 'g', 'B', 'I'))
+        return GF_PNG_NOT_HANDLED;  /* Apple's variant: stb's de_iphone */
+    if (*first && type != CHUNK('I', 'H', 'D', 'R'))
+        return corrupt_png(s, "the first chunk is not IHDR");
+    switch (type) {
+    case CHUNK('I', 'H', 'D', 'R'):
+        if (!*first)
+            return corrupt_png(s, "two IHDR chunks");
+        *first = 0;
+        return read_ihdr(s, p, length);
+    case CHUNK('P', 'L', 'T', 'E'):
+        *palette_len = length / 3;
+        return read_plte(s, p, length);
+    case CHUNK('t', 'R', 'N', 'S'):
+        return read_trns(s, p, length, *palette_len);
+    case CHUNK('I', 'D', 'A', 'T'):
+        if (s->color == 3 && *palette_len == 0)
+            return corrupt_png(s, "no PLTE before IDAT");
+        if (length > s->idat_capacity - s->idat_size)
+            return corrupt_png(s, "IDAT");  /* not reached: count_idat saw the same chunks */
+        memcpy(s->idat + s->idat_size, p, length);
+        s->idat_size += length;
+        return GF_PNG_DONE;
+    default:
+        /* an unknown critical chunk: stb refuses it with its own words */
+        return (type & (1u << 29)) ? GF_PNG_DONE : GF_PNG_NOT_HANDLED;
+    }
+}
+
+/* The chunks from the signature to IEND; stb_image ignores the CRCs. */
+static int read_chunks(png_state *s, const unsigned char *data, size_t size)
+{
+    int first = 1;
+    unsigned palette_len = 0;
+    for (size_t i = 8;;) {
+        if (size - i < 8)
+            return corrupt_png(s, "cut short before IEND");
+        const uint32_t length = gf_be32(data + i), type = gf_be32(data + i + 4);
+        if (type == CHUNK('I', 'E', 'N', 'D'))
+            return first ? corrupt_png(s, "the first chunk is not IHDR") : GF_PNG_DONE;
+        if (size - i < 12 || length > size - i - 12)
+            return corrupt_png(s, "a chunk is cut short");
+        const int r = read_chunk(s, type, data + i + 8, length, &first, &palette_len);
+        if (r != GF_PNG_DONE)
+            return r;
+        i += 12 + (size_t)length;
+    }
+}
+
+/* Undo one row's filter in place; prior is the row above (zeros for the
+ * first row), bpp the bytes per pixel (1 below 8 bits). */
+static void unfilter_row(int filter, unsigned char *row, const unsigned char *prior, size_t n,
+                         size_t bpp)
+{
+    size_t i;
+    switch (filter) {
+    case 1:
+        for (i = bpp; i < n; i++)
+            row[i] = (unsigned char)(row[i] + row[i - bpp]);
+        break;
+    case 2:
+        for (i = 0; i < n; i++)
+            row[i] = (unsigned char)(row[i] + prior[i]);
+        break;
+    case 3:
+        for (i = 0; i < bpp && i < n; i++)
+            row[i] = (unsigned char)(row[i] + (prior[i] >> 1));
+        for (; i < n; i++)
+            row[i] = (unsigned char)(row[i] + ((row[i - bpp] + prior[i]) >> 1));
+        break;
+    case 4:
+        for (i = 0; i < bpp && i < n; i++)
+            row[i] = (unsigned char)(row[i] + prior[i]);
+        for (; i < n; i++)
+            row[i] = (unsigned char)(row[i] + gf_png_paeth(row[i - bpp], prior[i], prior[i - bpp]));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Sample x of a row at depth < 8, as stb scales it (gray to 0..255). */
+static inline unsigned low_depth_sample(const unsigned char *row, uint32_t x, int depth,
+                                        unsigned scale)
+{
+    const size_t bit = (size_t)x * (size_t)depth;
+    const unsigned shift = 8 - (unsigned)depth - (unsigned)(bit & 7);
+    return ((row[bit >> 3] >> shift) & ((1u << depth) - 1)) * scale & 255;
+}
+
+/* One unfiltered row to stb's 8-bit output; 0, or NOT_HANDLED for a
+ * palette index past the defined entries (stb reads uninitialised memory). */
+static int expand_row(const png_state *s, const unsigned char *row, unsigned char *out)
+{
+    static const unsigned depth_scale[9] = {0, 0xff, 0x55, 0, 0x11, 0, 0, 0, 1};
+    const uint32_t w = s->width;
+    const int n = s->samples, d = s->depth;
+    if (s->color == 3) {
+        const int out_n = s->palette_alpha ? 4 : 3;
+        for (uint32_t x = 0; x < w; x++) {
+            const unsigned index = d == 8 ? row[x] : low_depth_sample(row, x, d, 1);
+            if (index >= s->palette_entries)
+                return GF_PNG_NOT_HANDLED;
+            memcpy(out + (size_t)x * (size_t)out_n, s->palette + 4 * index, (size_t)out_n);
+        }
+        return GF_PNG_DONE;
+    }
+    if (!s->has_trans) {
+        if (d == 8)
+            memcpy(out, row, (size_t)w * (size_t)n);
+        else if (d == 16)
+            for (size_t i = 0; i < (size_t)w * (size_t)n; i++)
+                out[i] = row[2 * i];  /* stb: v >> 8 */
+        else
+            for (uint32_t x = 0; x < w; x++)
+                out[x] = (unsigned char)low_depth_sample(row, x, d, depth_scale[d]);
+        return GF_PNG_DONE;
+    }
+    /* gray or RGB with a tRNS key: alpha 0 where every sample matches */
+    for (uint32_t x = 0; x < w; x++) {
+        unsigned char *o = out + (size_t)x * (size_t)(n + 1);
+        int match = 1;
+        for (int k = 0; k < n; k++) {
+            const size_t i = (size_t)x * (size_t)n + (size_t)k;
+            if (d == 16) {
+                o[k] = row[2 * i];
+                match &= gf_be16(row + 2 * i) == s->trans16[k];
+            } else {
+                o[k] = d == 8 ? row[i] : (unsigned char)low_depth_sample(row, x, d, depth_scale[d]);
+                match &= o[k] == s->trans8[k];
+            }
+        }
+        o[n] = match ? 0 : 255;
+    }
+    return GF_PNG_DONE;
+}
+
+/* Unfilter and expand every row of the inflated data (raw_len bytes). */
+static int unfilter_image(const png_state *s, unsigned char *raw, size_t row_bytes,
+                          unsigned char *out, size_t out_row)
+{
+    const size_t bpp = s->depth < 8 ? 1 : (size_t)s->samples * (size_t)s->depth / 8;
+    unsigned char *zeros = calloc(1, row_bytes + 1);
+    if (!zeros) {
+        gf_set_error("%s: out of memory", s->name);
+        return GF_PNG_FAILED;
+    }
+    const unsigned char *prior = zeros;
+    int r = GF_PNG_DONE;
+    for (uint32_t y = 0; y < s->height && r == GF_PNG_DONE; y++) {
+        unsigned char *row = raw + (size_t)y * (row_bytes + 1);
+        if (row[0] > 4) {
+            r = corrupt_png(s, "a row has an unknown filter");
+            break;
+        }
+        unfilter_row(row[0], row + 1, prior, row_bytes, bpp);
+        r = expand_row(s, row + 1, out + (size_t)y * out_row);
+        prior = row + 1;
+    }
+    free(zeros);
+    return r;
+}
+
+/* The zlib header as stb_image checks it (no Adler-32 check either), then
+ * the deflate data into exactly raw_len bytes. */
+static int inflate_idat(const png_state *s, unsigned char *raw, size_t raw_len,
+                        const char **corrupt)
+{
+    const unsigned char *z = s->idat;
+    if (s->idat_size < 2 || (z[0] * 256 + z[1]) % 31 != 0 || (z[1] & 32) || (z[0] & 15) != 8)
+        return corrupt_png(s, "bad zlib header");
+    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    if (!d) {
+        gf_set_error("%s: out of memory", s->name);
+        return GF_PNG_FAILED;
+    }
+    size_t in_used = 0, out_len = 0;
+    const enum libdeflate_result r =
+        libdeflate_deflate_decompress_ex(d, z + 2, s->idat_size - 2, raw, raw_len, &in_used, &out_len);
+    libdeflate_free_decompressor(d);
+    if (r == LIBDEFLATE_SUCCESS)
+        return out_len < raw_len ? corrupt_png(s, "not enough pixel data") : GF_PNG_DONE;
+    /* more data than the pixels need (stb takes it), or data libdeflate
+     * refuses: stb_image decides, with this message if it fails too */
+    if (r != LIBDEFLATE_INSUFFICIENT_SPACE)
+        *corrupt = "bad deflate data in IDAT";
+    return GF_PNG_NOT_HANDLED;
+}
+
+static int decode_image(png_state *s, unsigned char **pixels, int *channels, const char **corrupt)
+{
+    const size_t row_bytes = ((size_t)s->samples * s->width * (size_t)s->depth + 7) / 8;
+    const size_t raw_len = (row_bytes + 1) * s->height;
+    const int out_n = s->color == 3 ? (s->palette_alpha ? 4 : 3) : s->samples + s->has_trans;
+    const size_t out_row = (size_t)s->width * (size_t)out_n;
+    if (s->idat_size == 0)
+        return corrupt_png(s, "no IDAT data");
+    unsigned char *raw = malloc(raw_len);
+    unsigned char *out = malloc(out_row * s->height);
+    int r = raw && out ? GF_PNG_DONE : GF_PNG_FAILED;
+    if (r != GF_PNG_DONE)
+        gf_set_error("%s: out of memory", s->name);
+    if (r == GF_PNG_DONE)
+        r = inflate_idat(s, raw, raw_len, corrupt);
+    if (r == GF_PNG_DONE)
+        r = unfilter_image(s, raw, row_bytes, out, out_row);
+    free(raw);
+    if (r != GF_PNG_DONE) {
+        free(out);
+        return r;
+    }
+    *pixels = out;
+    *channels = out_n;
+    return GF_PNG_DONE;
+}
+
+int gf_png_decode(const unsigned char *data, size_t size, const char *name,
+                  unsigned char **pixels, int *width, int *height, int *channels,
+                  const char **corrupt)
+{
+    *corrupt = NULL;
+    if (size < 8 || memcmp(data, "\x89PNG\r\n\x1a\n", 8) != 0)
+        return GF_PNG_NOT_HANDLED;
+    png_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        gf_set_error("%s: out of memory", name);
+        return GF_PNG_FAILED;
+    }
+    s->name = name;
+    s->idat_capacity = count_idat(data, size);
+    s->idat = malloc(s->idat_capacity ? s->idat_capacity : 1);
+    int r = s->idat ? read_chunks(s, data, size) : GF_PNG_FAILED;
+    if (!s->idat)
+        gf_set_error("%s: out of memory", name);
+    if (r == GF_PNG_DONE)
+        r = decode_image(s, pixels, channels, corrupt);
+    if (r == GF_PNG_DONE) {
+        *width = (int)s->width;
+        *height = (int)s->height;
+    }
+    free(s->idat);
+    free(s);
+    return r;
+}
+
+#endif
