@@ -913,6 +913,17 @@ static void put8(bytes *b, unsigned v)
     put(b, &c, 1);
 }
 
+/* A BMP's pixel rows: bottom row first, each padded with zeros to stride. */
+static void put_bottom_up_rows(bytes *b, const unsigned char *rows, int h, size_t row_bytes,
+                               size_t stride)
+{
+    for (int y = h - 1; y >= 0; y--) {
+        put(b, rows + (size_t)y * row_bytes, row_bytes);
+        for (size_t k = row_bytes; k < stride; k++)
+            put8(b, 0);
+    }
+}
+
 static void put16le(bytes *b, unsigned v)
 {
     put8(b, v & 255);
@@ -1230,11 +1241,7 @@ static bytes make_os2_bmp(int w, int h, int bpp, const unsigned char *palette, c
     if (bpp == 8)
         put(&b, palette, 768);
     const size_t row_bytes = (size_t)w * bpp / 8;
-    for (int y = h - 1; y >= 0; y--) {
-        put(&b, rows + y * row_bytes, row_bytes);
-        for (size_t k = row_bytes; k < stride; k++)
-            put8(&b, 0);
-    }
+    put_bottom_up_rows(&b, rows, h, row_bytes, stride);
     return b;
 }
 
@@ -1297,11 +1304,7 @@ static bytes make_palette_bmp(int w, int h, int bpp, int entries, const unsigned
     for (int i = 0; i < 6; i++)  /* no compression, sizes, resolutions, colour counts */
         put32le(&b, 0);
     put(&b, palette, 4 * (size_t)entries);
-    for (int y = h - 1; y >= 0; y--) {
-        put(&b, rows + y * row_bytes, row_bytes);
-        for (size_t k = row_bytes; k < stride; k++)
-            put8(&b, 0);
-    }
+    put_bottom_up_rows(&b, rows, h, row_bytes, stride);
     return b;
 }
 
