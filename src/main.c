@@ -249,8 +249,7 @@ static int run_batch(const gf_job *j)
         gf_batch_free(&batch);
         return GF_EXIT_FILE;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int workers = j->jobs ? j->jobs : cores > 0 ? (int)cores : 1;
+    int workers = j->jobs ? j->jobs : gf_cpu_cores();
     if (j->verbose && device_count > 0)
         fprintf(stderr, "gpufilter: %zu files on %d worker threads, %d CUDA device%s\n",
                 batch.count, workers, device_count, device_count == 1 ? "" : "s");
