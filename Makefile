@@ -71,7 +71,19 @@ CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
 
-HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone.c options.c batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c
+# nvJPEG's header (the CUDA toolkit's, PyPI's nvidia-nvjpeg, or .deps/nvjpeg)
+# builds the GPU JPEG codec; the library itself is loaded at run time, from
+# the loader's path or the folder beside the header found here.
+NVJPEG_HEADER ?= $(firstword $(wildcard $(CUDA_HOME)/include/nvjpeg.h \
+    $(shell python3 -c 'import nvidia; print(*[p + "/cu13/include/nvjpeg.h" for p in nvidia.__path__])' 2>/dev/null) \
+    $(CURDIR)/.deps/nvjpeg/include/nvjpeg.h))
+ifneq ($(NVJPEG_HEADER),)
+NVJPEG_ROOT   = $(patsubst %/include/nvjpeg.h,%,$(NVJPEG_HEADER))
+NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
+    -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
+endif
+
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone.c options.c batch.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -94,7 +106,7 @@ $(BUILD)/cuda-hold: tests/tools/cuda_hold.c | $(BUILD)/obj
 
 # The optional libraries this build links: what depends on them is built
 # again when that changes (a library installed after the first build).
-BUILD_CONFIG = LIBDEFLATE=$(LIBDEFLATE) TURBOJPEG=$(TURBOJPEG)
+BUILD_CONFIG = LIBDEFLATE=$(LIBDEFLATE) TURBOJPEG=$(TURBOJPEG) NVJPEG=$(if $(NVJPEG_HEADER),1,0)
 $(BUILD)/config: FORCE | $(BUILD)/obj
 	@echo '$(BUILD_CONFIG)' | cmp -s - $@ || echo '$(BUILD_CONFIG)' > $@
 .PHONY: FORCE
@@ -125,6 +137,7 @@ $(BUILD)/obj/stb_impl.o: CFLAGS += $(if $(SANITIZER_FLAGS),$(STB_UNCHECKED))
 $(BUILD)/obj/cpu_conv.o: CFLAGS += -O3 -fno-math-errno -fno-trapping-math
 # the PNG row filters likewise (-O3 vectorizes them: about 4 times faster)
 $(BUILD)/obj/png_encode.o: CFLAGS += -O3
+$(BUILD)/obj/nvjpeg_codec.o: CPPFLAGS += $(NVJPEG_CFLAGS)
 
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<

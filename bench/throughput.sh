@@ -1,90 +1,89 @@
 #!/usr/bin/env bash
-# Batch throughput over a folder of 12 Mpx JPEGs, in images/s, all tools on
-# the same files, the same mask (a 5x5 Gaussian), the same JPEG quality (92)
-# and the same number of worker threads.
+# Batch throughput over a folder of 12 Mpx JPEGs (JPEG -> filter -> JPEG,
+# quality 92), in images/s, every row on the same files in one run.
 #
-#   bash bench/throughput.sh            # N=200 images, J=$(nproc) workers
-#   N=50 J=8 bash bench/throughput.sh
+#   bash bench/throughput.sh                 # N=200 images, J=$(nproc) workers
+#   N=50 MASKS=gaussian5 bash bench/throughput.sh
 #
-# Rows: gpufilter with no operation (decode + encode only: the codec bound),
-# gpufilter --backend cuda (and --devices all where there are several GPUs)
-# and --backend cpu, OpenCV (imread, filter2D,
-# imwrite on a thread pool), vips conv and ImageMagick -morphology Convolve
-# (one process per file, J at a time, each single-threaded); tools that are
-# not installed are listed as such.
+# Rows: the codec bound (gpufilter with no operation: decode + encode only)
+# on the CPU codecs and on the GPU codecs (nvJPEG); then per mask (MASKS,
+# default sobel and gaussian5) gpufilter on the GPU with each codec path,
+# gpufilter --backend cpu, and OpenCV (imread, filter2D, imwrite on a
+# thread pool of J; bench/e2e.sh has the single-call peers).
+# Columns: seconds, images/s, the peak resident memory of the largest
+# process, and the rate against OpenCV's with the same mask and against the
+# GPU codec-only run.
 set -euo pipefail
 N=${N:-200}
 J=${J:-$(nproc)}
-MASK=${MASK:-gaussian5}
+MASKS=${MASKS:-sobel gaussian5}
 DIR=${DIR:-/tmp/gpufilter-throughput}
 BIN=${BIN:-build/gpufilter}
-MASK_FILE=masks/$MASK.mask
 
 python3 bench/make_images.py --count "$N" --out "$DIR/in"
 mapfile -t INPUTS < <(ls "$DIR"/in/img*.jpg | head -n "$N")
 rm -rf "$DIR"/out-*
-# the matrix without its comment lines, for vips and ImageMagick
-grep -v '^#' "$MASK_FILE" | grep -v '^combine' > "$DIR/mask.mat"
-read -r MW MH MSCALE _ < <(head -1 "$DIR/mask.mat")
-IM_KERNEL="${MW}x${MH}: $(tail -n +2 "$DIR/mask.mat" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')"
+GPU=0
+"$BIN" --list-devices >/dev/null 2>&1 && GPU=1
 
-declare -a ROWS
-base_rate=""
-measure() {  # label, command...
-    local label=$1; shift
-    local start end secs rate
+declare -a LABELS SECS RSS MASK_OF
+declare -A RATE
+measure() {  # key, mask ("" for the codec rows), label, command...
+    local key=$1 mask=$2 label=$3 result
+    shift 3
     sync
-    start=$(date +%s.%N)
-    if ! "$@" >/dev/null 2>"$DIR/err.log"; then
-        ROWS+=("$(printf '%-46s %10s' "$label" "failed: $(head -c 60 "$DIR/err.log")")")
+    result=$(python3 bench/timed.py "$@")
+    LABELS+=("$label")
+    MASK_OF+=("$mask")
+    if [[ $result == failed* ]]; then
+        SECS+=("$result")
+        RSS+=("")
         return
     fi
-    end=$(date +%s.%N)
-    # awk, not bc: the GPU machine has no bc
-    secs=$(awk "BEGIN { print $end - $start }")
-    rate=$(awk "BEGIN { print $N / $secs }")
-    [ -z "$base_rate" ] && base_rate=$rate
-    ROWS+=("$(printf '%-46s %8.2f s %8.2f img/s %6.0f%%' "$label" "$secs" "$rate" \
-               "$(awk "BEGIN { print 100 * $rate / $base_rate }")")")
+    SECS+=("${result% *}")
+    RSS+=("${result#* }")
+    RATE[$key]=$(awk "BEGIN { print $N / ${result% *} }")
 }
 
-measure "decode + encode only (gpufilter, no op)" \
-    "$BIN" --quiet -j "$J" -o "$DIR/out-none" "${INPUTS[@]}"
-if "$BIN" --list-devices >/dev/null 2>&1; then
-    measure "gpufilter --backend cuda -m $MASK" \
-        "$BIN" --quiet --backend cuda -j "$J" -m "$MASK" -o "$DIR/out-cuda" "${INPUTS[@]}"
-    # with several GPUs, the same batch dealt out over all of them
-    if [ "$("$BIN" --list-devices | wc -l)" -gt 1 ]; then
-        measure "gpufilter --backend cuda --devices all" \
-            "$BIN" --quiet --backend cuda --devices all -j "$J" -m "$MASK" -o "$DIR/out-cuda-all" "${INPUTS[@]}"
+if [ "$GPU" = 1 ]; then
+    measure codec-cpu "" "codec only: CPU codecs (libjpeg-turbo)" \
+        "$BIN" --quiet --backend cuda --codec cpu -j "$J" -o "$DIR/out-codec-cpu" "${INPUTS[@]}"
+    measure codec-gpu "" "codec only: GPU codecs (nvJPEG)" \
+        "$BIN" --quiet --backend cuda --codec gpu -j "$J" -o "$DIR/out-codec-gpu" "${INPUTS[@]}"
+else
+    measure codec-cpu "" "codec only: CPU codecs (libjpeg-turbo)" \
+        "$BIN" --quiet --backend cpu -j "$J" -o "$DIR/out-codec-cpu" "${INPUTS[@]}"
+fi
+for M in $MASKS; do
+    if [ "$GPU" = 1 ]; then
+        measure "$M-gpu" "$M" "gpufilter -m $M, GPU, GPU codecs" \
+            "$BIN" --quiet --backend cuda --codec gpu -j "$J" -m "$M" -o "$DIR/out-$M-gpu" "${INPUTS[@]}"
+        measure "$M-cuda-cpu" "$M" "gpufilter -m $M, GPU, CPU codecs" \
+            "$BIN" --quiet --backend cuda --codec cpu -j "$J" -m "$M" -o "$DIR/out-$M-cc" "${INPUTS[@]}"
     fi
-else
-    ROWS+=("$(printf '%-46s %s' "gpufilter --backend cuda -m $MASK" "no GPU here")")
-fi
-measure "gpufilter --backend cpu -m $MASK" \
-    "$BIN" --quiet --backend cpu -j "$J" -m "$MASK" -o "$DIR/out-cpu" "${INPUTS[@]}"
-if python3 -c "import cv2" 2>/dev/null; then
-    measure "OpenCV imread+filter2D+imwrite, $J threads" \
-        python3 bench/opencv_batch.py "$MASK_FILE" "$DIR/out-opencv" "$J" "${INPUTS[@]}"
-else
-    ROWS+=("$(printf '%-46s %s' "OpenCV" "not installed")")
-fi
-if command -v vips >/dev/null; then
-    measure "vips conv, $J processes" env VIPS_CONCURRENCY=1 \
-        bash -c 'mkdir -p "$0/out-vips"; printf "%s\n" "${@}" | xargs -P '"$J"' -I{} sh -c '"'"'vips conv "$1" "$2/out-vips/$(basename "$1")[Q=92]" "$2/mask.mat"'"'"' _ {} "$0"' "$DIR" "${INPUTS[@]}"
-else
-    ROWS+=("$(printf '%-46s %s' "vips" "not installed")")
-fi
-IM=${IM:-$(command -v magick || command -v convert || true)}
-if [ -n "$IM" ]; then
-    measure "ImageMagick -morphology Convolve, $J processes" env MAGICK_THREAD_LIMIT=1 IM="$IM" K="$IM_KERNEL" \
-        bash -c 'mkdir -p "$0/out-im"; printf "%s\n" "${@}" | xargs -P '"$J"' -I{} sh -c '"'"'"$IM" "$1" -define convolve:scale=! -morphology Convolve "$K" -quality 92 "$2/out-im/$(basename "$1")"'"'"' _ {} "$0"' "$DIR" "${INPUTS[@]}"
-else
-    ROWS+=("$(printf '%-46s %s' "ImageMagick" "not installed")")
-fi
+    measure "$M-cpu" "$M" "gpufilter -m $M --backend cpu" \
+        "$BIN" --quiet --backend cpu -j "$J" -m "$M" -o "$DIR/out-$M-cpu" "${INPUTS[@]}"
+    if python3 -c "import cv2" 2>/dev/null; then
+        measure "$M-opencv" "$M" "OpenCV -m $M, $J threads" \
+            python3 bench/opencv_batch.py "masks/$M.mask" "$DIR/out-$M-opencv" "$J" "${INPUTS[@]}"
+    fi
+done
 
-echo "throughput: $N JPEGs of 4000x3000, -m $MASK, quality 92, $J workers, $(nproc) cores" \
+echo "throughput: $N JPEGs of 4000x3000 -> JPEG q92, $J workers, $(nproc) cores" \
      "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+"$BIN" --version
 "$BIN" --list-devices 2>/dev/null | sed 's/^/GPU /' || true
-printf '%-46s %10s %14s %7s\n' "tool" "time" "rate" "vs codec"
-printf '%s\n' "${ROWS[@]}"
+printf '%-42s %8s %9s %8s %9s %9s\n' "run" "s" "images/s" "peak MiB" "vs OpenCV" "vs codec"
+for i in "${!LABELS[@]}"; do
+    if [[ ${SECS[$i]} == failed* ]]; then
+        printf '%-42s %s\n' "${LABELS[$i]}" "${SECS[$i]}"
+        continue
+    fi
+    rate=$(awk "BEGIN { print $N / ${SECS[$i]} }")
+    m=${MASK_OF[$i]}
+    peer=${RATE[$m-opencv]:-}
+    codec=${RATE[codec-gpu]:-${RATE[codec-cpu]}}
+    vs_peer=$([ -n "$m" ] && [ -n "$peer" ] && awk "BEGIN { printf \"%.2fx\", $rate / $peer }" || echo "")
+    printf '%-42s %8.2f %9.1f %8s %9s %8.0f%%\n' "${LABELS[$i]}" "${SECS[$i]}" "$rate" "${RSS[$i]}" \
+        "$vs_peer" "$(awk "BEGIN { print 100 * $rate / $codec }")"
+done

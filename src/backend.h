@@ -84,6 +84,16 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
  * that cannot launch listed with the reason. 0, or -1 on a device failure. */
 int gf_cuda_tile_sweep(gf_backend *cuda, const gf_image *img, const gf_mask *mask,
                        gf_border border, int channels_filtered, int csv, FILE *out);
+/* A CUDA backend's device side, for codecs that decode into or encode from
+ * device memory (gpu_batch.c). The stream (a cudaStream_t) orders every
+ * copy and launch of the backend. upload_device takes an image already in
+ * device memory (copied on the device); 0, -1 on a CUDA failure, -2 when it
+ * is over the GPU memory budget (upload it from the host: strips). The
+ * current image's device pixels: NULL in strip mode. */
+void *gf_cuda_stream(gf_backend *cuda);
+int gf_cuda_upload_device(gf_backend *cuda, const unsigned char *pixels, int width, int height,
+                          int channels);
+const unsigned char *gf_cuda_device_image(gf_backend *cuda);
 /* The number of CUDA devices, or -1 with an error when none is usable. */
 int gf_cuda_device_count(void);
 /* Print one line per CUDA device; the count, or -1 with an error when none is usable. */

@@ -396,6 +396,40 @@ static int cuda_upload_copy(gf_backend *self, const gf_image *img)
     return upload_strips(b, img, budget);
 }
 
+/* ---- images already in device memory (gpu_batch.c) ---------------------------- */
+
+void *gf_cuda_stream(gf_backend *self)
+{
+    return ((cuda_backend *)self)->stream;
+}
+
+int gf_cuda_upload_device(gf_backend *self, const unsigned char *pixels, int width, int height,
+                          int channels)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    const size_t bytes = (size_t)width * (size_t)height * (size_t)channels;
+    CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
+    if (bytes > memory_budget(b) / 2) {
+        gf_set_error("a %dx%dx%d image over the GPU memory budget", width, height, channels);
+        return -2;
+    }
+    free_strip_host(b);
+    b->width = width;
+    b->height = height;
+    b->channels = channels;
+    b->current = 0;
+    CUDA_CHECK(ensure_buffers(b, bytes), "allocating image buffers");
+    CUDA_CHECK(cudaMemcpyAsync(b->buffer[0], pixels, bytes, cudaMemcpyDeviceToDevice, b->stream),
+               "taking the decoded image");
+    return 0;
+}
+
+const unsigned char *gf_cuda_device_image(gf_backend *self)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    return b->strips ? NULL : b->buffer[b->current];
+}
+
 /* Copy image rows first..first+count-1 (numbered as in the whole image,
  * possibly outside it) from host memory into the device buffer dst, each
  * mapped through the border mode; rows outside in constant mode are zero. */

@@ -103,6 +103,8 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
  * never leaves a partial file and the input may be the output. Any other
  * kind of file is refused. GF_FORMAT_NONE: the format of path's extension. */
 int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality);
+/* The writing half of gf_image_save: bytes already encoded (and marked). */
+int gf_image_write_encoded(const char *path, const unsigned char *data, size_t size);
 
 /* The mark of a file gpufilter wrote (image_mark.c): a PNG tEXt
  * "Software" chunk or a JPEG COM segment reading "gpufilter". Mark adds it

@@ -325,14 +325,17 @@ int gf_image_save(const gf_image *img, const char *path, gf_format format, int q
         gf_error_name_file(to_stdout ? "standard output" : path);
         return -1;
     }
-    int status;
-    if (to_stdout) {
-        status = write_all(STDOUT_FILENO, data, size);
-        if (status < 0)
-            gf_set_error("standard output: %s", strerror(errno));
-    } else {
-        status = write_to_path(path, data, size);
-    }
+    int status = gf_image_write_encoded(path, data, size);
     free(data);
+    return status;
+}
+
+int gf_image_write_encoded(const char *path, const unsigned char *data, size_t size)
+{
+    if (strcmp(path, "-") != 0)
+        return write_to_path(path, data, size);
+    int status = write_all(STDOUT_FILENO, data, size);
+    if (status < 0)
+        gf_set_error("standard output: %s", strerror(errno));
     return status;
 }

@@ -101,10 +101,36 @@ static gf_image *copy_of(const gf_image *img)
     return copy;
 }
 
+/* --codec gpu on one INPUT: a batch of one file through the GPU codec
+ * stage (its statistics, if any, on standard output). */
+static int run_on_gpu_codecs(const gf_job *j)
+{
+    if (j->stats && j->output && strcmp(j->output, "-") == 0) {
+        fprintf(stderr, "gpufilter: --codec gpu writes --stats to standard output: give OUTPUT a "
+                "file name\n");
+        return GF_EXIT_USAGE;
+    }
+    gf_backend *backend = gf_backend_cuda_new(&j->backend_options);
+    if (!backend) {
+        fprintf(stderr, "%s\n", gf_error());
+        return GF_EXIT_FILE;
+    }
+    gf_job one = *j;
+    one.quiet = 1;  /* no progress line for one file */
+    gf_batch_item item = {(char *)j->input, (char *)j->output};
+    const gf_batch batch = {&item, 1};
+    const int device = j->backend_options.device;
+    size_t failed = gf_batch_run(&one, &batch, 1, backend, &device, 1);
+    backend->destroy(backend);
+    return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
+}
+
 static int run(const gf_job *j)
 {
     if (output_may_be_an_input(j))
         return GF_EXIT_USAGE;
+    if (j->codec == GF_CODEC_GPU)
+        return run_on_gpu_codecs(j);
     if (j->jobs)
         gf_set_image_threads(j->jobs);
     gf_route *route = gf_route_begin(j);
@@ -238,6 +264,12 @@ static int run_batch(const gf_job *j)
     gf_backend *backend = open_backend(j);
     if (!backend) {
         fprintf(stderr, "%s\n", gf_error());
+        gf_batch_free(&batch);
+        return GF_EXIT_FILE;
+    }
+    if (j->codec == GF_CODEC_GPU && strcmp(backend->name, "cuda") != 0) {
+        fprintf(stderr, "gpufilter: --codec gpu needs the GPU: %s\n", gf_error() + strlen("gpufilter: "));
+        backend->destroy(backend);
         gf_batch_free(&batch);
         return GF_EXIT_FILE;
     }

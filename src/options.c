@@ -10,6 +10,7 @@
 
 #include "jpeg_turbo.h"
 #include "mask.h"
+#include "nvjpeg_codec.h"
 #include "util.h"
 
 #ifndef GF_VERSION
@@ -44,6 +45,7 @@ enum {
     OPT_GRAY,
     OPT_VERIFY,
     OPT_SUMMARY,
+    OPT_CODEC,
 };
 
 void gf_job_init(gf_job *j)
@@ -104,6 +106,9 @@ static void usage(FILE *out)
 "  -f, --format FMT       output format: png, jpg (jpeg), bmp, tga; default: from\n"
 "                         OUTPUT's extension, png for standard output\n"
 "  -q, --quality N        JPEG quality 1-100 (default 92)\n"
+"      --codec C          JPEG codec: auto (default: nvJPEG on the GPU for a\n"
+"                         batch on the GPU, where libnvjpeg is found; else\n"
+"                         the CPU's), cpu, gpu (one INPUT too); -v tells which\n"
 "      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 3)\n"
 "      --backend B        auto (default: the CPU for small work, else the GPU\n"
 "                         if usable; -v says why), cuda, cpu (all cores),\n"
@@ -383,6 +388,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"codec", required_argument, NULL, OPT_CODEC},
         {"tile", required_argument, NULL, OPT_TILE},
         {"kernel", required_argument, NULL, OPT_KERNEL},
         {"device", required_argument, NULL, OPT_DEVICE},
@@ -443,8 +449,9 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             usage(stdout);
             return EXIT_SUCCESS;
         case 'V':
-            printf("gpufilter " GF_VERSION " (PNG deflate: %s, JPEG: %s)\n", gf_png_deflater(),
-                   gf_jpeg_turbo_available() ? "libjpeg-turbo" : "stb_image");
+            printf("gpufilter " GF_VERSION " (PNG deflate: %s, JPEG: %s, GPU JPEG: %s)\n",
+                   gf_png_deflater(), gf_jpeg_turbo_available() ? "libjpeg-turbo" : "stb_image",
+                   gf_nvjpeg_describe());
             return EXIT_SUCCESS;
         case OPT_BACKEND:
             if (strcmp(optarg, "auto") == 0)
@@ -457,6 +464,16 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                 j->backend = GF_BACKEND_REFERENCE;
             else
                 return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", optarg);
+            break;
+        case OPT_CODEC:
+            if (strcmp(optarg, "auto") == 0)
+                j->codec = GF_CODEC_AUTO;
+            else if (strcmp(optarg, "cpu") == 0)
+                j->codec = GF_CODEC_CPU;
+            else if (strcmp(optarg, "gpu") == 0)
+                j->codec = GF_CODEC_GPU;
+            else
+                return usage_error("unknown codec '%s' (auto, cpu, gpu)", optarg);
             break;
         case OPT_CSV:
             j->csv = 1;
@@ -655,6 +672,11 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         j->batch = 1;  /* with --stats every argument is an input, as with identify */
     if (j->summary && !(j->stats && j->batch))
         return usage_error("%s", "--summary goes with --stats over several files");
+    if (j->codec == GF_CODEC_GPU &&
+        (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE))
+        return usage_error("%s", "--codec gpu runs on the GPU: not with --backend cpu or reference");
+    if (j->codec == GF_CODEC_GPU && j->verify)
+        return usage_error("%s", "--verify compares with the CPU codecs' pixels: not with --codec gpu");
     if (j->verify && j->batch)
         return usage_error("%s", "--verify checks one INPUT: it runs the filter twice");
     if (j->batch && j->output_named)

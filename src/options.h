@@ -11,11 +11,15 @@ enum { GF_EXIT_FILE = 1, GF_EXIT_USAGE = 2 };
 
 #define GF_MAX_DEVICES 64
 
+/* Where JPEGs are decoded and encoded (--codec). */
+typedef enum { GF_CODEC_AUTO = 0, GF_CODEC_CPU, GF_CODEC_GPU } gf_codec_choice;
+
 typedef struct {
     gf_pipeline pipeline;
     gf_backend_kind backend;
     gf_backend_options backend_options;
     gf_format format;
+    gf_codec_choice codec;
     int quality;
     int verbose;
     gf_stats_format stats;

@@ -65,15 +65,11 @@ int gf_pipeline_channels_filtered(const gf_pipeline *pipeline, int channels)
     return has_alpha && !pipeline->filter_alpha ? channels - 1 : channels;
 }
 
-int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
-                    gf_channel_stats *stats, int download, gf_pipeline_times *times)
+int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int channels,
+                      gf_channel_stats *stats)
 {
-    double t0 = gf_now_ms();
-    if (backend->upload(backend, img) < 0)
-        return -1;
-    double t1 = gf_now_ms();
-    const int filtered = gf_pipeline_channels_filtered(pipeline, img->channels);
-    const int colour = gf_colour_channels(img->channels);
+    const int filtered = gf_pipeline_channels_filtered(pipeline, channels);
+    const int colour = gf_colour_channels(channels);
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
         int status = 0;
@@ -93,8 +89,19 @@ int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *
     }
     if (stats && backend->statistics(backend, stats) < 0)
         return -1;
-    if (backend->finish(backend) < 0)
+    return backend->finish(backend) < 0 ? -1 : 0;
+}
+
+int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
+                    gf_channel_stats *stats, int download, gf_pipeline_times *times)
+{
+    double t0 = gf_now_ms();
+    if (backend->upload(backend, img) < 0)
         return -1;
+    double t1 = gf_now_ms();
+    int status = gf_pipeline_apply(pipeline, backend, img->channels, stats);
+    if (status < 0)
+        return status;
     double t2 = gf_now_ms();
     if (download && backend->download(backend, img) < 0)
         return -1;

@@ -39,6 +39,12 @@ int gf_pipeline_channels_filtered(const gf_pipeline *pipeline, int channels);
  * Tone operations change these only. */
 int gf_colour_channels(int channels);
 
+/* Every operation in order on the backend's current image (uploaded
+ * already), then its statistics into stats unless NULL; waits for the
+ * backend. Returns as gf_pipeline_run. */
+int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int channels,
+                      gf_channel_stats *stats);
+
 /* Upload img, run every operation in order; then measure the result into
  * stats (one entry per channel) unless stats is NULL, and download it into
  * img unless download is 0. Returns 0, -1 when the backend failed, -2 on a

@@ -1,0 +1,57 @@
+/* gpu_batch.h - the GPU codec stage of a batch: JPEGs decoded in batches
+ * by nvJPEG straight into device memory, filtered there, encoded by nvJPEG
+ * from the device buffer (other output formats: downloaded and encoded by
+ * the writers), written by a pool of writer threads.
+ *
+ *   batch workers --offer(bytes)--> queue --> GPU threads (per device) --> writers
+ *   read, probe                      bounded   decode batch, filter, encode   atomic write
+ *
+ * The queue and the writers' queue are bounded, so the images in flight
+ * (and the memory) do not grow with the batch. A file nvJPEG does not take
+ * (see nvjpeg_codec.h), or a batch it fails, is decoded by the CPU codec
+ * on the GPU thread, with the CPU path's checks and messages. */
+#ifndef GF_GPU_BATCH_H
+#define GF_GPU_BATCH_H
+
+#include <stddef.h>
+
+#include "image.h"
+#include "batch.h"
+#include "tone_report.h"
+
+/* What became of one file, for the batch's report. */
+typedef struct {
+    size_t item;
+    int status;                   /* 0, or -1 with gf_error() set */
+    int width, height, channels;
+    const gf_channel_stats *stats;  /* --stats: one per channel; else NULL */
+    const char *decoder, *encoder;  /* "GPU (hardware)", "CPU", ... */
+    double decode_ms, filter_ms, encode_ms, write_ms;
+} gf_gpu_item_report;
+
+typedef void (*gf_gpu_report_fn)(void *user, const gf_gpu_item_report *report);
+
+typedef struct gf_gpu_stage gf_gpu_stage;
+
+/* Start the stage on the devices: GPU threads with their own backend,
+ * stream and codec, and the writers. report is called once per offered
+ * file, from the stage's threads. NULL with an error when no GPU codec
+ * can start. */
+gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch,
+                                 const int *devices, int device_count, gf_gpu_report_fn report,
+                                 void *user);
+/* 1 when a file of this batch may take the stage: a JPEG (by its first
+ * bytes) of three channels without undefined tables, and no --gray. Its
+ * result is encoded on the GPU when written as JPEG, else by a writer. */
+int gf_gpu_stage_wants(const gf_job *job, const unsigned char *data, size_t size,
+                       const gf_image_probe *probe);
+/* Hand over a file's bytes (the stage frees them); waits while the queue
+ * is full. */
+void gf_gpu_stage_offer(gf_gpu_stage *stage, size_t item, unsigned char *data, size_t size,
+                        const gf_image_probe *probe);
+/* Finish every offered file, stop the threads and free the stage. */
+void gf_gpu_stage_finish(gf_gpu_stage *stage);
+/* "GPU (hardware)" or "GPU": the decoder the stage's threads use. */
+const char *gf_gpu_stage_decoder(const gf_gpu_stage *stage);
+
+#endif
