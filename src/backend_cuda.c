@@ -409,7 +409,7 @@ int gf_cuda_upload_device(gf_backend *self, const unsigned char *pixels, int wid
     cuda_backend *b = (cuda_backend *)self;
     const size_t bytes = (size_t)width * (size_t)height * (size_t)channels;
     CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
-    if (bytes > memory_budget(b) / 2) {
+    if (bytes > b->buffer_bytes && bytes > memory_budget(b) / 2) {
         gf_set_error("a %dx%dx%d image over the GPU memory budget", width, height, channels);
         return -2;
     }

@@ -465,19 +465,26 @@ static gf_backend *worker_backend(batch_run *run)
     return gf_backend_cuda_new(&options);
 }
 
+/* Each worker opens its backend for the first file it filters itself
+ * (with the GPU codec stage, only files the stage does not take). */
 static void *worker(void *arg)
 {
     batch_run *run = arg;
-    gf_backend *backend = worker_backend(run);
+    gf_backend *backend = NULL;
+    int opened = 0;
     char why[512] = "";
-    if (!backend)  /* every file of this worker fails with the reason */
-        snprintf(why, sizeof why, "%s", gf_error() + strlen("gpufilter: "));
     for (;;) {
         size_t i = atomic_fetch_add(&run->next, 1);
         if (i >= run->batch->count)
             break;
-        if (backend && run->gpu && offer_to_gpu(run, i))
+        if (run->gpu && offer_to_gpu(run, i))
             continue;
+        if (!opened) {
+            opened = 1;
+            backend = worker_backend(run);
+            if (!backend)  /* every file of this worker fails with the reason */
+                snprintf(why, sizeof why, "%s", gf_error() + strlen("gpufilter: "));
+        }
         if (!backend)
             gf_set_error("%s: %s", run->batch->items[i].input, why);
         if (!backend || process_item(run, backend, &run->batch->items[i]) < 0)

@@ -49,7 +49,9 @@ int gf_gpu_stage_wants(const gf_job *job, const unsigned char *data, size_t size
  * is full. */
 void gf_gpu_stage_offer(gf_gpu_stage *stage, size_t item, unsigned char *data, size_t size,
                         const gf_image_probe *probe);
-/* Finish every offered file, stop the threads and free the stage. */
+/* Finish every offered file, stop the threads and free the stage's host
+ * memory; its device side is left to the process's exit (made once per
+ * process, see gpu_batch.c). */
 void gf_gpu_stage_finish(gf_gpu_stage *stage);
 /* "GPU (hardware)" or "GPU": the decoder the stage's threads use. */
 const char *gf_gpu_stage_decoder(const gf_gpu_stage *stage);

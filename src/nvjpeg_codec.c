@@ -21,7 +21,7 @@
 #define NVJPEG_FUNCTIONS(X)                                                                  \
     X(nvjpegGetProperty) X(nvjpegCreateEx) X(nvjpegDestroy) X(nvjpegJpegStateCreate)         \
     X(nvjpegJpegStateDestroy) X(nvjpegDecodeBatchedInitialize) X(nvjpegDecodeBatched)        \
-    X(nvjpegJpegStreamCreate) X(nvjpegJpegStreamDestroy) X(nvjpegJpegStreamParse)           \
+    X(nvjpegJpegStreamCreate) X(nvjpegJpegStreamDestroy) X(nvjpegJpegStreamParseHeader)           \
     X(nvjpegJpegStreamGetJpegEncoding) X(nvjpegJpegStreamGetFrameDimensions)                 \
     X(nvjpegJpegStreamGetComponentsNum) X(nvjpegDecodeBatchedSupported)                      \
     X(nvjpegEncoderStateCreate) X(nvjpegEncoderStateDestroy) X(nvjpegEncoderParamsCreate)    \
@@ -109,6 +109,8 @@ struct gf_gpu_jpeg {
     int max_batch;
     int batch;                 /* the size the decoder is initialized for; 0: none */
     nvjpegImage_t *outputs;    /* max_batch */
+    unsigned char *pinned;     /* page-locked landing for encoded streams */
+    size_t pinned_bytes;
 };
 
 static const char *status_text(nvjpegStatus_t s)
@@ -211,6 +213,7 @@ void gf_gpu_jpeg_free(gf_gpu_jpeg *c)
         api.nvjpegJpegStateDestroy(c->state);
     if (c->handle)
         api.nvjpegDestroy(c->handle);
+    cudaFreeHost(c->pinned);
     free(c->outputs);
     free(c);
 }
@@ -223,7 +226,7 @@ const char *gf_gpu_jpeg_backend(const gf_gpu_jpeg *c)
 int gf_gpu_jpeg_supported(gf_gpu_jpeg *c, const unsigned char *data, size_t size, int width,
                           int height)
 {
-    if (api.nvjpegJpegStreamParse(c->handle, data, size, 0, 0, c->parsed) != NVJPEG_STATUS_SUCCESS)
+    if (api.nvjpegJpegStreamParseHeader(c->handle, data, size, c->parsed) != NVJPEG_STATUS_SUCCESS)
         return 0;
     nvjpegJpegEncoding_t encoding;
     unsigned components = 0, w = 0, h = 0;
@@ -270,6 +273,23 @@ int gf_gpu_jpeg_decode(gf_gpu_jpeg *c, int count, const unsigned char *const *da
     return 0;
 }
 
+/* NULL when no page-locked memory can be had: then the caller's buffer. */
+static unsigned char *ensure_pinned(gf_gpu_jpeg *c, size_t bytes)
+{
+    if (bytes <= c->pinned_bytes)
+        return c->pinned;
+    cudaFreeHost(c->pinned);
+    c->pinned = NULL;
+    c->pinned_bytes = 0;
+    if (cudaMallocHost((void **)&c->pinned, bytes + bytes / 4) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->pinned = NULL;
+        return NULL;
+    }
+    c->pinned_bytes = bytes + bytes / 4;
+    return c->pinned;
+}
+
 int gf_gpu_jpeg_encode(gf_gpu_jpeg *c, const unsigned char *pixels, int width, int height,
                        int quality, unsigned char **out, size_t *out_size)
 {
@@ -291,14 +311,20 @@ int gf_gpu_jpeg_encode(gf_gpu_jpeg *c, const unsigned char *pixels, int width, i
         gf_set_error("CUDA error while encoding: %s", cudaGetErrorString(cudaGetLastError()));
         return -1;
     }
+    /* the stream lands in page-locked memory (a full-speed copy), then in
+     * the caller's own buffer */
+    unsigned char *landing = ensure_pinned(c, length);
     unsigned char *bytes = malloc(length ? length : 1);
     if (!bytes) {
         gf_set_error("out of memory (%zu bytes for an encoded JPEG)", length);
         return -1;
     }
-    nvjpegStatus_t s = api.nvjpegEncodeRetrieveBitstream(c->handle, c->encoder, bytes, &length,
+    nvjpegStatus_t s = api.nvjpegEncodeRetrieveBitstream(c->handle, c->encoder,
+                                                         landing ? landing : bytes, &length,
                                                          c->stream);
     if (s == NVJPEG_STATUS_SUCCESS && cudaStreamSynchronize(c->stream) == cudaSuccess) {
+        if (landing)
+            memcpy(bytes, landing, length);
         *out = bytes;
         *out_size = length;
         return 0;

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sched.h>
@@ -77,3 +78,4 @@ int gf_image_threads(void)
 {
     return image_threads > 0 ? image_threads : gf_cpu_cores();
 }
+
