@@ -6,7 +6,9 @@
 #   N=50 MASKS=gaussian5 bash bench/throughput.sh
 #
 # Rows: the codec bound (gpufilter with no operation: decode + encode only)
-# on the CPU codecs and on the GPU codecs (nvJPEG); then per mask (MASKS,
+# on the CPU codecs and on the GPU codecs (nvJPEG, with the hardware decoder
+# where the GPU has one, and forced onto nvJPEG's GPU backend, as a GPU
+# without one runs: GPUFILTER_NVJPEG_BACKEND=gpu); then per mask (MASKS,
 # default sobel and gaussian5) gpufilter on the GPU with each codec path,
 # gpufilter --backend cpu, and OpenCV (imread, filter2D, imwrite on a
 # thread pool of J; bench/e2e.sh has the single-call peers).
@@ -50,6 +52,10 @@ if [ "$GPU" = 1 ]; then
         "$BIN" --quiet --backend cuda --codec cpu -j "$J" -o "$DIR/out-codec-cpu" "${INPUTS[@]}"
     measure codec-gpu "" "codec only: GPU codecs (nvJPEG)" \
         "$BIN" --quiet --backend cuda --codec gpu -j "$J" -o "$DIR/out-codec-gpu" "${INPUTS[@]}"
+    # what a GPU without the hardware decoder gets: nvJPEG's GPU backend
+    measure codec-gpu-hybrid "" "codec only: GPU codecs, nvJPEG GPU backend" \
+        env GPUFILTER_NVJPEG_BACKEND=gpu "$BIN" --quiet --backend cuda --codec gpu -j "$J" \
+        -o "$DIR/out-codec-hybrid" "${INPUTS[@]}"
 else
     measure codec-cpu "" "codec only: CPU codecs (libjpeg-turbo)" \
         "$BIN" --quiet --backend cpu -j "$J" -o "$DIR/out-codec-cpu" "${INPUTS[@]}"

@@ -299,12 +299,12 @@ static void process(gpu_thread *t, work *w)
         queue_push(&s->write_queue, w);
 }
 
-static int open_gpu_thread(gf_gpu_stage *s, gpu_thread *t, int device);
+static int open_gpu_thread(gf_gpu_stage *s, gpu_thread *t, int device, int warm);
 
 static void *gpu_thread_main(void *arg)
 {
     gpu_thread *t = arg;
-    if (!t->codec && open_gpu_thread(t->stage, t, t->device) < 0)
+    if (!t->codec && open_gpu_thread(t->stage, t, t->device, 0) < 0)
         return NULL;  /* the other threads take the work */
     cudaSetDevice(t->device);
     work *batch[DECODE_BATCH];
@@ -351,29 +351,42 @@ int gf_gpu_stage_wants(const gf_job *job, const unsigned char *data, size_t size
            probe->channels == 3 && !probe->jpeg_undefined_tables;
 }
 
-static int open_gpu_thread(gf_gpu_stage *s, gpu_thread *t, int device)
+/* The job's operations once on a small image: the kernels' modules load
+ * at their first launch (~0.1 s), here while nvJPEG starts (~0.5 s). */
+static void *warm_kernels(void *arg)
+{
+    gpu_thread *t = arg;
+    cudaSetDevice(t->device);
+    gf_image *img = gf_image_new(64, 64, 3);
+    if (img) {
+        memset(img->pixels, 0, gf_image_bytes(img));
+        (void)gf_pipeline_run(&t->stage->job->pipeline, t->backend, img, NULL, 0, NULL);
+        gf_image_free(img);
+    }
+    return NULL;
+}
+
+/* A GPU thread's backend, then its codec (beside the warm-up if asked). */
+static int open_gpu_thread(gf_gpu_stage *s, gpu_thread *t, int device, int warm)
 {
     gf_backend_options options = s->job->backend_options;
     options.device = device;
     options.pinned_staging = 1;
     options.log = NULL;
-    t->stage = s;
-    t->device = device;
     if (cudaSetDevice(device) != cudaSuccess) {
         gf_set_error("cannot select CUDA device %d", device);
         return -1;
     }
-    t->backend = gf_backend_cuda_new(&options);
-    if (!t->backend)
+    if (!(t->backend = gf_backend_cuda_new(&options)))
         return -1;
+    pthread_t warming;
+    warm = warm && pthread_create(&warming, NULL, warm_kernels, t) == 0;
     t->codec = gf_gpu_jpeg_new(gf_cuda_stream(t->backend), DECODE_BATCH);
+    if (warm)
+        pthread_join(warming, NULL);
     return t->codec ? 0 : -1;
 }
 
-/* Only where the stage fails to start: a finished stage leaves its device
- * side (nvJPEG states, decode buffers, backends) to the process's exit,
- * which releases it at once; released one by one it took 0.1-0.3 s, as
- * long as 40 files of the batch. */
 static void close_gpu_thread(gpu_thread *t)
 {
     gf_gpu_jpeg_free(t->codec);
@@ -422,7 +435,7 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
         s->threads[i].stage = s;
         s->threads[i].device = devices[i % device_count];
     }
-    if (open_gpu_thread(s, &s->threads[0], devices[0]) < 0) {
+    if (open_gpu_thread(s, &s->threads[0], devices[0], 1) < 0) {
         free_stage(s, 1);
         return NULL;
     }

@@ -12,12 +12,15 @@ from PIL import Image
 
 import gftest
 
-# decoded pixels, GPU against CPU codec: largest difference and PSNR (dB)
-DECODE_MAX_DIFF = 12
-DECODE_MIN_PSNR = 44.0
-# GPU-encoded JPEG against libjpeg-turbo's at the same quality
-SIZE_RATIO = (0.85, 1.15)
-PSNR_LOSS_DB = 0.5
+# decoded pixels, GPU against CPU codec: largest difference and PSNR (dB);
+# measured on an H100 (hardware decoder): at most 1 level decoded, 4 after
+# sobel, PSNR 85.9 dB and up, most files identical
+DECODE_MAX_DIFF = 4
+DECODE_MIN_PSNR = 80.0
+# GPU-encoded JPEG against libjpeg-turbo's at the same quality; measured:
+# 0.986-1.004x the size, PSNR against the source 0.85 dB better to 0.01 worse
+SIZE_RATIO = (0.95, 1.05)
+PSNR_LOSS_DB = 0.25
 
 PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "horse.png"]
 
