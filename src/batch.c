@@ -522,7 +522,10 @@ static int start_gpu_codecs(batch_run *run)
     const gf_job *job = run->job;
     if (!run->cuda || job->codec == GF_CODEC_CPU)
         return 0;
-    run->gpu = gf_gpu_stage_start(job, run->batch, run->devices, run->device_count, gpu_report, run);
+    /* auto: only with the hardware decoder; nvJPEG's GPU backend decodes
+     * slower than libjpeg-turbo on the cores (bench/RESULTS.md) */
+    run->gpu = gf_gpu_stage_start(job, run->batch, run->devices, run->device_count,
+                                  job->codec == GF_CODEC_AUTO, gpu_report, run);
     if (run->gpu) {
         snprintf(run->gpu_decoder, sizeof run->gpu_decoder, "%s", gf_gpu_stage_decoder(run->gpu));
         if (job->verbose)

@@ -407,7 +407,8 @@ static void free_stage(gf_gpu_stage *s, int release_device)
 }
 
 gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const int *devices,
-                                 int device_count, gf_gpu_report_fn report, void *user)
+                                 int device_count, int need_hardware, gf_gpu_report_fn report,
+                                 void *user)
 {
     const char *why;
     if (!gf_nvjpeg_available(&why)) {
@@ -417,7 +418,7 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
     gf_gpu_stage *s = calloc(1, sizeof *s);
     const int threads = device_count * GPU_THREADS_PER_DEVICE;
     if (!s || !(s->threads = calloc((size_t)threads, sizeof *s->threads)) ||
-        queue_init(&s->decode_queue, (size_t)threads * DECODE_BATCH * 2) < 0 ||
+        queue_init(&s->decode_queue, (size_t)threads * DECODE_BATCH) < 0 ||
         queue_init(&s->write_queue, (size_t)threads * 2 + WRITERS) < 0) {
         if (s)
             free_stage(s, 1);
@@ -437,6 +438,12 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
     }
     if (open_gpu_thread(s, &s->threads[0], devices[0], 1) < 0) {
         free_stage(s, 1);
+        return NULL;
+    }
+    if (need_hardware && strcmp(gf_gpu_jpeg_backend(s->threads[0].codec), "hardware") != 0) {
+        free_stage(s, 1);
+        gf_set_error("no hardware JPEG decoder on this GPU (nvJPEG's GPU backend is slower than "
+                     "the CPU codecs on all cores)");
         return NULL;
     }
     snprintf(s->decoder, sizeof s->decoder, "GPU (%s)", gf_gpu_jpeg_backend(s->threads[0].codec));

@@ -7,7 +7,9 @@
  *   read, probe                      bounded   decode batch, filter, encode   atomic write
  *
  * The queue and the writers' queue are bounded, so the images in flight
- * (and the memory) do not grow with the batch. A file nvJPEG does not take
+ * (and the memory) do not grow with the batch: per GPU thread 16 files
+ * queued and 16 in hand, 2 per GPU thread plus 8 queued for the writers
+ * and 8 being written (84 files with the two threads of one GPU). A file nvJPEG does not take
  * (see nvjpeg_codec.h), or a batch it fails, is decoded by the CPU codec
  * on the GPU thread, with the CPU path's checks and messages. */
 #ifndef GF_GPU_BATCH_H
@@ -36,9 +38,10 @@ typedef struct gf_gpu_stage gf_gpu_stage;
 /* Start the stage on the devices: GPU threads with their own backend,
  * stream and codec, and the writers. report is called once per offered
  * file, from the stage's threads. NULL with an error when no GPU codec
- * can start. */
-gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch,
-                                 const int *devices, int device_count, gf_gpu_report_fn report,
+ * can start, or, with need_hardware, when the device has no hardware
+ * JPEG decoder. */
+gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const int *devices,
+                                 int device_count, int need_hardware, gf_gpu_report_fn report,
                                  void *user);
 /* 1 when a file of this batch may take the stage: a JPEG (by its first
  * bytes) of three channels without undefined tables, and no --gray. Its

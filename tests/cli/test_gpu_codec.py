@@ -224,3 +224,16 @@ def test_without_libnvjpeg_the_batch_takes_the_cpu_codecs(gf, tmp_path):
     r = gf.run("--backend", "cuda", "--codec", "gpu", "-m", "box3", "-o", tmp_path / "b", *inputs,
                env=env)
     assert r.rc == 1 and "--codec gpu: no GPU JPEG codec" in r.err, r.describe()
+
+
+@pytest.mark.cuda_only
+def test_auto_leaves_the_gpu_backend_of_nvjpeg_to_gpu_only(gf, tmp_path):
+    """Without the hardware decoder (forced here) --codec auto keeps the CPU
+    codecs, faster than nvJPEG's GPU backend; --codec gpu still takes it."""
+    inputs = photo_jpegs(tmp_path / "in")[:2]
+    env = {"GPUFILTER_NVJPEG_BACKEND": "gpu"}
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs, env=env).ok()
+    assert "JPEG on the CPU codecs: no hardware JPEG decoder on this GPU" in r.err, r.err
+    r = gf.run("-v", "--backend", "cuda", "--codec", "gpu", "-m", "box3", "-o", tmp_path / "b",
+               *inputs, env=env).ok()
+    assert "decoded: 2 on the GPU (GPU)" in r.err, r.err
