@@ -387,6 +387,10 @@ static int open_gpu_thread(gf_gpu_stage *s, gpu_thread *t, int device, int warm)
     return t->codec ? 0 : -1;
 }
 
+/* Only where the stage fails to start: a finished stage leaves its device
+ * side (nvJPEG states, decode buffers, backends) to the process's exit,
+ * where the driver drops the context whole; released one by one on the
+ * stage's thread it took 0.1-0.3 s. */
 static void close_gpu_thread(gpu_thread *t)
 {
     gf_gpu_jpeg_free(t->codec);

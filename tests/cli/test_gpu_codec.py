@@ -194,7 +194,8 @@ def test_verbose_says_where_each_file_was_decoded(gf, rng, tmp_path):
     img.save(tmp_path / "in" / "progressive.jpg", quality=90, progressive=True)
     gftest.write_png(tmp_path / "in" / "photo.png", gftest.photo("coffee.png", "RGB"))
     inputs += [tmp_path / "in" / "progressive.jpg", tmp_path / "in" / "photo.png"]
-    r = gf.run("-v", "--backend", "cuda", "-m", "sobel", "-o", tmp_path / "out", *inputs).ok()
+    r = gf.run("-v", "--backend", "cuda", "--codec", "gpu", "-m", "sobel", "-o", tmp_path / "out",
+               *inputs).ok()
     lines = {line.split(" ")[1]: line for line in r.err_lines if re.match(r"gpufilter: \S+ \d+x\d+x\d: ", line)}
     gpu = [str(p) for p in inputs if p.suffix == ".jpg" and p.name != "progressive.jpg"]
     for name in gpu:
@@ -215,12 +216,40 @@ def test_one_file_on_the_gpu_codec(gf, tmp_path):
     assert load(tmp_path / "out.jpg").shape == load(src).shape
 
 
+def sparse_input(folder, mib=300):
+    """A file of 'mib' MiB that is no image (it fails): with it a small
+    batch counts as large enough for --codec auto to try nvJPEG."""
+    path = folder / "large.jpg"
+    with open(path, "wb") as f:
+        f.truncate(mib << 20)
+    return path
+
+
+@pytest.mark.cuda_only
+def test_auto_keeps_small_batches_on_the_cpu_codecs(gf, tmp_path):
+    inputs = photo_jpegs(tmp_path / "in")[:2]
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs).ok()
+    assert re.search(r"JPEG on the CPU codecs: [\d.]+ MiB of input, under the 256 MiB", r.err), r.err
+    assert "decoded: 0 on the GPU, 2 on the CPU" in r.err, r.err
+
+
+@pytest.mark.cuda_only
+def test_auto_takes_nvjpeg_for_large_batches(gf, tmp_path):
+    inputs = photo_jpegs(tmp_path / "in")[:2] + [sparse_input(tmp_path)]
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs)
+    assert r.rc == 1 and "large.jpg" in r.err, r.describe()
+    assert "JPEG decoded on the GPU (hardware)" in r.err, r.err
+    assert "decoded: 2 on the GPU (hardware), 0 on the CPU" in r.err, r.err
+
+
 @pytest.mark.cuda_only
 def test_without_libnvjpeg_the_batch_takes_the_cpu_codecs(gf, tmp_path):
-    inputs = photo_jpegs(tmp_path / "in")[:2]
+    inputs = photo_jpegs(tmp_path / "in")[:2] + [sparse_input(tmp_path)]
     env = {"GPUFILTER_NVJPEG": str(tmp_path / "missing.so")}
-    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs, env=env).ok()
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs, env=env)
+    assert r.rc == 1, r.describe()
     assert "JPEG on the CPU codecs: no GPU JPEG codec: libnvjpeg.so" in r.err, r.err
+    inputs = inputs[:2]
     r = gf.run("--backend", "cuda", "--codec", "gpu", "-m", "box3", "-o", tmp_path / "b", *inputs,
                env=env)
     assert r.rc == 1 and "--codec gpu: no GPU JPEG codec" in r.err, r.describe()
@@ -232,7 +261,9 @@ def test_auto_leaves_the_gpu_backend_of_nvjpeg_to_gpu_only(gf, tmp_path):
     codecs, faster than nvJPEG's GPU backend; --codec gpu still takes it."""
     inputs = photo_jpegs(tmp_path / "in")[:2]
     env = {"GPUFILTER_NVJPEG_BACKEND": "gpu"}
-    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs, env=env).ok()
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs,
+               sparse_input(tmp_path), env=env)
+    assert r.rc == 1, r.describe()
     assert "JPEG on the CPU codecs: no hardware JPEG decoder on this GPU" in r.err, r.err
     r = gf.run("-v", "--backend", "cuda", "--codec", "gpu", "-m", "box3", "-o", tmp_path / "b",
                *inputs, env=env).ok()
