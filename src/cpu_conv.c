@@ -402,6 +402,27 @@ static void double_band(const band_job *job, band_scratch *s)
     }
 }
 
+/* line[x * ch + c] = the sum of the mw values of channel c from pixel x of
+ * the padded row p on. The sums live in locals, not in line: read back
+ * from memory, each step would wait for the store of the one before. */
+static inline __attribute__((always_inline)) void running_row_sum(int32_t *line,
+                                                                  const unsigned char *p,
+                                                                  int width, int mw, int ch)
+{
+    int32_t sum[4] = {0, 0, 0, 0};
+    for (int mx = 0; mx < mw; mx++)
+        for (int c = 0; c < ch; c++)
+            sum[c] += p[mx * ch + c];
+    for (int c = 0; c < ch; c++)
+        line[c] = sum[c];
+    const unsigned char *in = p + (size_t)mw * ch, *out = p;
+    for (int x = 1; x < width; x++, in += ch, out += ch)
+        for (int c = 0; c < ch; c++) {
+            sum[c] += in[c] - out[c];
+            line[x * ch + c] = sum[c];
+        }
+}
+
 /* The row response of virtual row v: sum over mx of row[mx] * source. */
 static const int32_t *row_response(const band_job *job, band_scratch *s, int v)
 {
@@ -415,14 +436,12 @@ static const int32_t *row_response(const band_job *job, band_scratch *s, int v)
         return line;
     const unsigned char *p = padded_row(job, s, v);
     if (job->plan->row_constant) {  /* a running sum along the row, per channel */
-        for (int c = 0; c < ch; c++) {
-            int32_t sum = 0;
-            for (int mx = 0; mx < mw; mx++)
-                sum += p[mx * ch + c];
-            line[c] = sum;
+        switch (ch) {  /* a constant count keeps the sums in registers */
+        case 1: running_row_sum(line, p, job->width, mw, 1); break;
+        case 2: running_row_sum(line, p, job->width, mw, 2); break;
+        case 3: running_row_sum(line, p, job->width, mw, 3); break;
+        default: running_row_sum(line, p, job->width, mw, 4); break;
         }
-        for (int i = ch; i < n; i++)
-            line[i] = line[i - ch] + p[i + (mw - 1) * ch] - p[i - ch];
     } else {
         memset(line, 0, (size_t)n * sizeof(int32_t));
         for (int mx = 0; mx < mw; mx++) {

@@ -56,6 +56,7 @@ gf_image *gf_image_new(int width, int height, int channels)
         gf_set_error("out of memory for a %dx%d image", width, height);
         return NULL;
     }
+    gf_advise_huge_pages(data, bytes);
     *img = (gf_image){width, height, channels, data, 0};
     return img;
 }
@@ -97,10 +98,13 @@ size_t gf_image_bytes(const gf_image *img)
 
 /* ---- reading -------------------------------------------------------------- */
 
-static unsigned char *read_stream(FILE *f, size_t *size)
+/* expected: the file's size where known (one read into one buffer), else 0 */
+static unsigned char *read_stream(FILE *f, size_t expected, size_t *size)
 {
-    size_t used = 0, capacity = 1 << 16;
+    size_t used = 0, capacity = expected > 0 && expected < (size_t)INT_MAX ? expected + 1 : 1 << 16;
     unsigned char *data = malloc(capacity);
+    if (data)
+        gf_advise_huge_pages(data, capacity);
     while (data) {
         used += fread(data + used, 1, capacity - used, f);
         if (used < capacity || used > (size_t)INT_MAX)  /* stb decodes at most INT_MAX bytes */
@@ -125,7 +129,7 @@ static unsigned char *read_stream(FILE *f, size_t *size)
 unsigned char *gf_read_input(const char *path, size_t *size)
 {
     if (strcmp(path, "-") == 0) {
-        unsigned char *data = read_stream(stdin, size);
+        unsigned char *data = read_stream(stdin, 0, size);
         if (!data)
             gf_set_error("standard input: %s", errno ? strerror(errno) : "cannot read");
         return data;
@@ -136,13 +140,14 @@ unsigned char *gf_read_input(const char *path, size_t *size)
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const int known = fstat(fileno(f), &st) == 0;
+    if (known && S_ISDIR(st.st_mode)) {
         fclose(f);
         gf_set_error("%s: is a directory", path);
         return NULL;
     }
     errno = 0;
-    unsigned char *data = read_stream(f, size);
+    unsigned char *data = read_stream(f, known && S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, size);
     if (!data)
         gf_set_error("%s: %s", path, errno ? strerror(errno) : "cannot read");
     fclose(f);

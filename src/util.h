@@ -25,4 +25,7 @@ int gf_image_threads(void);
 /* a * b, or -1 when the product overflows size_t. */
 int gf_mul_size(size_t a, size_t b, size_t *out);
 
+/* Ask for transparent huge pages over a large buffer not yet touched
+ * (madvise; a no-op where the kernel offers none). */
+void gf_advise_huge_pages(void *buffer, size_t bytes);
 #endif

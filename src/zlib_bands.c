@@ -425,6 +425,8 @@ static int join_bands(const band *bands, size_t count, int level, unsigned char 
     for (size_t i = 0; i < count; i++)
         total += bands[i].out_size;
     unsigned char *z = malloc(total);
+    if (z)
+        gf_advise_huge_pages(z, total);
     if (!z) {
         gf_set_error("out of memory for the PNG data");
         return -1;
