@@ -281,7 +281,7 @@ $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/o
 #   make bench   builds $(BUILD)/gpufilter-bench (bench/gpufilter_bench.cu): every
 #   kernel version, checked against the CPU reference, then timed beside the
 #   device copy bandwidth and the peers (NPP when $(CUDA_HOME)/include/npp.h
-#   exists, CUB always). It links the tool's own kernel objects. See bench/NOTES.md.
+#   exists, CUB always). It links the tool's own kernel objects. See bench/RESULTS.md.
 
 .PHONY: bench
 

@@ -23,7 +23,7 @@
  * It links the same kernel objects as the tool (build/obj/conv2d.o ...) and
  * the CPU reference objects. NPP is optional (GF_HAVE_NPP, set by the
  * Makefile when $(CUDA_HOME)/include/npp.h exists); CUB comes with the
- * toolkit. See bench/NOTES.md for the byte budget of each family. */
+ * toolkit. See bench/RESULTS.md for the byte budget of each family. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -807,7 +807,7 @@ static bool is_integer(double v, double limit)
  * order'), so each matrix is passed flipped; integer weights go to the 8u
  * variant with the scale as nDivisor, others to the 32f-kernel variant with
  * weight / scale. The anchor is the mask's own (width/2, height/2): exact for
- * odd sizes, unverified for even ones (see bench/NOTES.md). */
+ * odd sizes, unverified for even ones (see bench/RESULTS.md). */
 static Peer npp_conv2d(const Config &cfg, const gf_mask &m, const std::vector<Band> &bands)
 {
     Peer peer;

@@ -63,8 +63,8 @@
  *               Registers capped at 80 (3 blocks per SM, 37.5% occupancy)
  *               for the variants that fit without spilling (gray and
  *               2-channel 3x3, the RGBA gradient pair with alpha copied):
- *               17-21% faster on the H100 (bench/NOTES.md); 128 for the rest.
- *               Revised after profiling (bench/NOTES.md), which showed
+ *               17-21% faster on the H100 (bench/RESULTS.md); 128 for the rest.
+ *               Revised after profiling (bench/RESULTS.md), which showed
  *               instruction issue, not memory latency, to be the bound
  *               (gray 3x3: 42.7 instructions per pixel): rows are copied
  *               into a per-thread ring in shared memory with cp.async, 7
@@ -114,7 +114,7 @@
  *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
  *               gaussian7 0.52 -> 0.38. The separable integer path also
  *               takes 9x9 (box9: RGBA 1.10 ms in version 3 -> 0.83).
- *               Fifth round, tried and not kept (bench/NOTES.md): equal
+ *               Fifth round, tried and not kept (bench/RESULTS.md): equal
  *               shares of rows in strips, gray 3x3 at 4 blocks per SM,
  *               the separable loop written out M times, and two copies
  *               of the 3x3 loop, one for threads whose columns are all
@@ -1499,7 +1499,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
  * 16 for RGBA 5x5, 7x7 and gradient pairs (their M - 1 halo rows and the
  * per-thread setup spread over twice the outputs: 10-12% faster on the
  * H100), 8 for the rest (3x3 of one matrix and gray lost 5-8% at 16,
- * bench/NOTES.md), 32 for 15x15 (each input row costs 15 rows of DP4A,
+ * bench/RESULTS.md), 32 for 15x15 (each input row costs 15 rows of DP4A,
  * and the first 14 feed no output of the thread). */
 template <int C, int K, int M>
 __host__ __device__ constexpr int conv2d_rows4()
@@ -2556,7 +2556,7 @@ constexpr int conv2d_min_blocks4()
  * kModeAny (the mode read from the header), or MODE_PRESCALED_NO_OFFSET
  * for the kernels of 5x5 and 7x7 integer masks that have only that mode
  * (gaussian5, gaussian7: 11-15% faster on the H100 than the loop that
- * tests the mode per output, bench/NOTES.md). */
+ * tests the mode per output, bench/RESULTS.md). */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE4>
 __global__ void __launch_bounds__(kMaxThreads, (conv2d_min_blocks4<C, CF, K, M, DP>()))
     conv2d_kernel4(const fast_args<K * M * M> a)
@@ -2838,7 +2838,7 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
  * stall samples at gray 9x9 and RGBA 31x31), with one row in flight a
  * warp; here the next row's loads are issued before that wait. The rows
  * stay in registers: through a ring in shared memory, several steps
- * ahead, the walk ran 5-35% slower (bench/NOTES.md, eighteenth round).
+ * ahead, the walk ran 5-35% slower (bench/RESULTS.md, eighteenth round).
  * 'up': the walk goes from the strip's last row to its first, so that a
  * strip walking down and its neighbour walking up read the M - 1 rows
  * they share near the same time, the second read an L2 hit more often.
@@ -3001,7 +3001,7 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * The warps wait on the chain of a tile's phases, so more blocks an SM
  * cover more of it. The row pass on channel planes (RGBA from 27x27) holds
  * two at 110 registers: at three (80) it spilled 24 B and ran 1-5% slower
- * (bench/NOTES.md, twenty-seventh round). Gray from 19x19 (two chunks of K
+ * (bench/RESULTS.md, twenty-seventh round). Gray from 19x19 (two chunks of K
  * in the column pass) holds four at 64 registers, no spill: its 128x64
  * tiles (46 KB) fit four, and the occupancy rule gives it 128x64 either
  * way (256x64 needs 86 KB). Gray below 19x19 keeps three and its 256x64
@@ -4206,14 +4206,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
                          conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
         /* 3x3 masks of a column times a row in range, rows of whole 16-byte
-         * words: the row streams (bench/NOTES.md, twenty-third round) */
+         * words: the row streams (bench/RESULTS.md, twenty-third round) */
         const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
                             facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
         const bool stream_binomial = stream && conv2d_binomial_column(facts->row, 3) &&
                                      conv2d_binomial_column(facts->column, 3);
         const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
         /* gray box masks from 11x11 on: the tensor cores before the prefix
-         * sums (bench/NOTES.md, twenty-second round) */
+         * sums (bench/RESULTS.md, twenty-second round) */
         constexpr int kPaths = 13;
         const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
                                     box && mma && C == 1, box, box,
@@ -4489,7 +4489,7 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
  * ran 4-6% faster than the rule's 64x64, in three runs; 64x128 (one block
  * an SM) 34% slower. RGBA's interleaved row pass takes 3 to 5 products a
  * step against gray's 2, so its halo rows cost the most: on gray no taller
- * tile was faster in every run (bench/NOTES.md, twenty-sixth round). From
+ * tile was faster in every run (bench/RESULTS.md, twenty-sixth round). From
  * 27x27 on, the row pass on planes holds two blocks an SM at any tile, so
  * the rule's tile stays (31x31: 64x64, as fast as 32x128 there,
  * twenty-seventh round). Returns the height, or 0. */
@@ -4513,7 +4513,7 @@ static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, cons
  * 1.0-1.7% faster than 128x64 (32 lanes, 8 bands) in nine side-by-side
  * runs of 4096 to 16384 rows, and 3% faster than 256x64 (64 lanes, 8
  * bands, 512 threads), the occupancy rule's own tile since the streams
- * take blocks of up to 1024 threads (bench/NOTES.md, twenty-fifth,
+ * take blocks of up to 1024 threads (bench/RESULTS.md, twenty-fifth,
  * thirty-second and thirty-third rounds); gray showed no steady
  * difference between the shapes. The tensor cores on RGBA: taller tiles
  * (conv2d_mma_preferred_height). */

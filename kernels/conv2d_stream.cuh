@@ -2,7 +2,7 @@
  * column times a row of small integers (gaussian3, box3), gray and RGBA,
  * in 16-bit lanes. Included by conv2d.cu inside its namespace, after the
  * tensor-core path; see the ladder there (twenty-third round) and
- * bench/NOTES.md.
+ * bench/RESULTS.md.
  *
  * Why: the direct kernel's 3x3 loops ran at 79-80% (gray) and 86-87%
  * (RGBA) of the copy, their time set by how fast each thread's ring of
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 1) conv2d_stream_kernel4(co
     const size_t pitch = (size_t)row_bytes;
     /* the rows past the image a band reads: one above, one below (rows
      * further out are loaded ahead at a band's end and never used). Mapped
-     * once: gf_border_index in the loop cost 8% (bench/NOTES.md). */
+     * once: gf_border_index in the loop cost 8% (bench/RESULTS.md). */
     const int above = gf_border_index(-1, h.height, border);
     const int below = gf_border_index(h.height, h.height, border);
     auto row_at = [&](int i) -> const unsigned char * {
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 1) conv2d_stream_kernel4(co
     for (int i = 0; i < steps; i += kStreamAhead4) {
         stream_row4 next[kStreamAhead4];
         /* the next batch's rows into L2 now: more in flight a thread,
-         * without a register (bench/NOTES.md, twenty-fourth and
+         * without a register (bench/RESULTS.md, twenty-fourth and
          * thirty-second rounds) */
 #pragma unroll
         for (int k = 0; k < kStreamAhead4; k++)

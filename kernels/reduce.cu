@@ -34,7 +34,7 @@
  *     into accumulators kept in the result, which start and end at zero
  *     (min kept as 255 - min, so that zero is its identity too), and the
  *     last block to finish moves them into the result and zeroes them.
- *     Measured side by side (bench/NOTES.md), RGBA, % of the copy
+ *     Measured side by side (bench/RESULTS.md), RGBA, % of the copy
  *     bandwidth: version 3 76-78, one wave and four loads 81-82, tiles
  *     80-83, tiles and the L2 hint 84-86 (CUB's DeviceReduce sum: the
  *     same); with the hint, 2, 4 or 8 loads are within 1 point on RGBA,

@@ -495,7 +495,7 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
 }
 
 /* The kernel version for a launch: the one asked for, or by default the
- * fastest that runs it in bench/NOTES.md's measurements: on 3 and 4
+ * fastest that runs it in bench/RESULTS.md's measurements: on 3 and 4
  * channels the separable one for masks that factor and are 5x5 or larger
  * (7x7 and larger where the direct one takes its DP4A or DP2A path; never
  * where it takes its separable integer path, for a column of integers

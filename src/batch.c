@@ -503,7 +503,7 @@ static void *worker(void *arg)
  * stops the other workers' cores for a TLB shootdown. Kept in the heaps
  * (and not trimmed), a worker's freed buffers serve its next image: on 16
  * cores, 200 JPEGs of 12 Mpx took 0.41 million page faults instead of 2.0
- * million, and ran 3-11% faster (bench/NOTES.md). Memory stays bounded by
+ * million, and ran 3-11% faster (bench/RESULTS.md). Memory stays bounded by
  * what the workers hold at once; blocks too big for a heap are still
  * mapped. */
 static void keep_buffers_in_heaps(void)
