@@ -114,7 +114,7 @@
  *               gaussian5 0.13 -> 0.079, RGBA gaussian5 0.39 -> 0.31,
  *               gaussian7 0.52 -> 0.38. The separable integer path also
  *               takes 9x9 (box9: RGBA 1.10 ms in version 3 -> 0.83).
- *               Fifth round, tried and not kept (bench/RESULTS.md): equal
+ *               Tried and not kept (bench/RESULTS.md): equal
  *               shares of rows in strips, gray 3x3 at 4 blocks per SM,
  *               the separable loop written out M times, and two copies
  *               of the 3x3 loop, one for threads whose columns are all
@@ -2838,7 +2838,7 @@ __device__ __forceinline__ void conv2d_scan_row(const unsigned (&cs)[8], float m
  * stall samples at gray 9x9 and RGBA 31x31), with one row in flight a
  * warp; here the next row's loads are issued before that wait. The rows
  * stay in registers: through a ring in shared memory, several steps
- * ahead, the walk ran 5-35% slower (bench/RESULTS.md, eighteenth round).
+ * ahead, the walk ran 5-35% slower (bench/RESULTS.md).
  * 'up': the walk goes from the strip's last row to its first, so that a
  * strip walking down and its neighbour walking up read the M - 1 rows
  * they share near the same time, the second read an L2 hit more often.
@@ -3001,7 +3001,7 @@ constexpr int kMma4 = kBoxScan4 + 1;
  * The warps wait on the chain of a tile's phases, so more blocks an SM
  * cover more of it. The row pass on channel planes (RGBA from 27x27) holds
  * two at 110 registers: at three (80) it spilled 24 B and ran 1-5% slower
- * (bench/RESULTS.md, twenty-seventh round). Gray from 19x19 (two chunks of K
+ * (bench/RESULTS.md). Gray from 19x19 (two chunks of K
  * in the column pass) holds four at 64 registers, no spill: its 128x64
  * tiles (46 KB) fit four, and the occupancy rule gives it 128x64 either
  * way (256x64 needs 86 KB). Gray below 19x19 keeps three and its 256x64
@@ -4206,14 +4206,14 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
                          conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
         /* 3x3 masks of a column times a row in range, rows of whole 16-byte
-         * words: the row streams (bench/RESULTS.md, twenty-third round) */
+         * words: the row streams (bench/RESULTS.md) */
         const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
                             facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
         const bool stream_binomial = stream && conv2d_binomial_column(facts->row, 3) &&
                                      conv2d_binomial_column(facts->column, 3);
         const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
         /* gray box masks from 11x11 on: the tensor cores before the prefix
-         * sums (bench/RESULTS.md, twenty-second round) */
+         * sums (bench/RESULTS.md) */
         constexpr int kPaths = 13;
         const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
                                     box && mma && C == 1, box, box,
@@ -4489,7 +4489,7 @@ extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
  * ran 4-6% faster than the rule's 64x64, in three runs; 64x128 (one block
  * an SM) 34% slower. RGBA's interleaved row pass takes 3 to 5 products a
  * step against gray's 2, so its halo rows cost the most: on gray no taller
- * tile was faster in every run (bench/RESULTS.md, twenty-sixth round). From
+ * tile was faster in every run (bench/RESULTS.md). From
  * 27x27 on, the row pass on planes holds two blocks an SM at any tile, so
  * the rule's tile stays (31x31: 64x64, as fast as 32x128 there,
  * twenty-seventh round). Returns the height, or 0. */
@@ -4513,8 +4513,7 @@ static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, cons
  * 1.0-1.7% faster than 128x64 (32 lanes, 8 bands) in nine side-by-side
  * runs of 4096 to 16384 rows, and 3% faster than 256x64 (64 lanes, 8
  * bands, 512 threads), the occupancy rule's own tile since the streams
- * take blocks of up to 1024 threads (bench/RESULTS.md, twenty-fifth,
- * thirty-second and thirty-third rounds); gray showed no steady
+ * take blocks of up to 1024 threads (bench/RESULTS.md); gray showed no steady
  * difference between the shapes. The tensor cores on RGBA: taller tiles
  * (conv2d_mma_preferred_height). */
 extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)

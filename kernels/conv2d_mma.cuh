@@ -49,7 +49,7 @@
  * tile's copies as soon as the row pass is done, so that the copies run
  * beside the column pass and the stores.
  *
- * Version ladder (8192x8192, H100, bench/RESULTS.md, fifteenth round):
+ * Version ladder (8192x8192, H100, bench/RESULTS.md):
  *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
  *     (measured alone, one input, not rotated; a division per output, 4
  *     blocks an SM)

@@ -256,8 +256,7 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 1) conv2d_stream_kernel4(co
     for (int i = 0; i < steps; i += kStreamAhead4) {
         stream_row4 next[kStreamAhead4];
         /* the next batch's rows into L2 now: more in flight a thread,
-         * without a register (bench/RESULTS.md, twenty-fourth and
-         * thirty-second rounds) */
+         * without a register (bench/RESULTS.md) */
 #pragma unroll
         for (int k = 0; k < kStreamAhead4; k++)
             if (i + 1 + kStreamAhead4 + k <= steps) {

@@ -124,7 +124,7 @@ static const char *status_text(nvjpegStatus_t s)
     case NVJPEG_STATUS_EXECUTION_FAILED: return "execution failed";
     case NVJPEG_STATUS_ARCH_MISMATCH: return "no such backend on this device";
     case NVJPEG_STATUS_INTERNAL_ERROR: return "internal error";
-    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "not implemented";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "not offered by this backend";
     default: return "error";
     }
 }
