@@ -49,14 +49,13 @@ gf_image *gf_image_new(int width, int height, int channels)
         return NULL;
     }
     gf_image *img = malloc(sizeof *img);
-    unsigned char *data = malloc(bytes);
+    unsigned char *data = gf_malloc_large(bytes);
     if (!img || !data) {
         free(img);
         free(data);
         gf_set_error("out of memory for a %dx%d image", width, height);
         return NULL;
     }
-    gf_advise_huge_pages(data, bytes);
     *img = (gf_image){width, height, channels, data, 0};
     return img;
 }
@@ -102,9 +101,7 @@ size_t gf_image_bytes(const gf_image *img)
 static unsigned char *read_stream(FILE *f, size_t expected, size_t *size)
 {
     size_t used = 0, capacity = expected > 0 && expected < (size_t)INT_MAX ? expected + 1 : 1 << 16;
-    unsigned char *data = malloc(capacity);
-    if (data)
-        gf_advise_huge_pages(data, capacity);
+    unsigned char *data = gf_malloc_large(capacity);
     while (data) {
         used += fread(data + used, 1, capacity - used, f);
         if (used < capacity || used > (size_t)INT_MAX)  /* stb decodes at most INT_MAX bytes */

@@ -34,9 +34,7 @@ unsigned char *gf_jpeg_turbo_decode(const unsigned char *data, size_t size, int 
     if (tjDecompressHeader3(tj, data, (unsigned long)size, &w, &h, &subsampling, &colourspace) == 0 &&
         (colourspace == TJCS_GRAY || colourspace == TJCS_YCbCr || colourspace == TJCS_RGB)) {
         const int c = colourspace == TJCS_GRAY ? 1 : 3;
-        pixels = malloc((size_t)w * (size_t)h * (size_t)c);
-        if (pixels)
-            gf_advise_huge_pages(pixels, (size_t)w * (size_t)h * (size_t)c);
+        pixels = gf_malloc_large((size_t)w * (size_t)h * (size_t)c);
         /* accurate IDCT and smooth chroma upsampling: the library's defaults */
         if (pixels && tjDecompress2(tj, data, (unsigned long)size, pixels, w, 0, h,
                                     c == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0) {

@@ -344,15 +344,11 @@ static int decode_image(png_state *s, unsigned char **pixels, int *channels, con
     const size_t out_row = (size_t)s->width * (size_t)out_n;
     if (s->idat_size == 0)
         return corrupt_png(s, "no IDAT data");
-    unsigned char *raw = malloc(raw_len);
-    unsigned char *out = malloc(out_row * s->height);
+    unsigned char *raw = gf_malloc_large(raw_len);
+    unsigned char *out = gf_malloc_large(out_row * s->height);
     int r = raw && out ? GF_PNG_DONE : GF_PNG_FAILED;
     if (r != GF_PNG_DONE)
         gf_set_error("%s: out of memory", s->name);
-    if (r == GF_PNG_DONE) {
-        gf_advise_huge_pages(raw, raw_len);
-        gf_advise_huge_pages(out, out_row * s->height);
-    }
     if (r == GF_PNG_DONE)
         r = inflate_idat(s, raw, raw_len, corrupt);
     if (r == GF_PNG_DONE)
@@ -381,9 +377,7 @@ int gf_png_decode(const unsigned char *data, size_t size, const char *name,
     }
     s->name = name;
     s->idat_capacity = count_idat(data, size);
-    s->idat = malloc(s->idat_capacity ? s->idat_capacity : 1);
-    if (s->idat)
-        gf_advise_huge_pages(s->idat, s->idat_capacity);
+    s->idat = gf_malloc_large(s->idat_capacity);
     int r = s->idat ? read_chunks(s, data, size) : GF_PNG_FAILED;
     if (!s->idat)
         gf_set_error("%s: out of memory", name);

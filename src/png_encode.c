@@ -120,9 +120,7 @@ static int write_container(int width, int height, int channels, const unsigned c
     const size_t max_idat = (size_t)1 << 20;
     const size_t chunks = (z_size + max_idat - 1) / max_idat;
     const size_t total = 8 + 25 + chunks * 12 + z_size + 12;
-    unsigned char *png = malloc(total);
-    if (png)
-        gf_advise_huge_pages(png, total);
+    unsigned char *png = gf_malloc_large(total);
     if (!png) {
         gf_set_error("out of memory for the PNG file");
         return -1;
@@ -162,9 +160,7 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
     const size_t row = (size_t)width * (size_t)channels + 1;
     const size_t rows_per_band = (BAND_BYTES + row - 1) / row;
     const size_t count = ((size_t)height + rows_per_band - 1) / rows_per_band;
-    unsigned char *filtered = malloc(row * (size_t)height);
-    if (filtered)
-        gf_advise_huge_pages(filtered, row * (size_t)height);
+    unsigned char *filtered = gf_malloc_large(row * (size_t)height);
     gf_zlib_band *bands = calloc(count, sizeof *bands);
     int r = -1;
     if (!filtered || !bands) {

@@ -80,17 +80,15 @@ int gf_image_threads(void)
     return image_threads > 0 ? image_threads : gf_cpu_cores();
 }
 
-
-void gf_advise_huge_pages(void *buffer, size_t bytes)
+void *gf_malloc_large(size_t bytes)
 {
+    void *buffer = malloc(bytes ? bytes : 1);
 #ifdef MADV_HUGEPAGE
     const uintptr_t huge = (uintptr_t)2 << 20;
     const uintptr_t first = ((uintptr_t)buffer + huge - 1) & ~(huge - 1);
     const uintptr_t end = ((uintptr_t)buffer + bytes) & ~(huge - 1);
-    if (end > first)
+    if (buffer && end > first)
         (void)madvise((void *)first, end - first, MADV_HUGEPAGE);
-#else
-    (void)buffer;
-    (void)bytes;
 #endif
+    return buffer;
 }

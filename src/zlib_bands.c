@@ -424,9 +424,7 @@ static int join_bands(const band *bands, size_t count, int level, unsigned char 
     size_t total = 2 + 4;
     for (size_t i = 0; i < count; i++)
         total += bands[i].out_size;
-    unsigned char *z = malloc(total);
-    if (z)
-        gf_advise_huge_pages(z, total);
+    unsigned char *z = gf_malloc_large(total);
     if (!z) {
         gf_set_error("out of memory for the PNG data");
         return -1;
