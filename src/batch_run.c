@@ -90,11 +90,22 @@ static void print_stages(batch_run *run, const char *input, const gf_gpu_item_re
 
 /* Decode, filter on this worker's backend, report statistics, encode and
  * write. */
-static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item)
+/* A file read and probed already (by the GPU stage's offer), or none. */
+typedef struct {
+    unsigned char *data;
+    size_t size;
+    gf_image_probe probe;
+} read_file;
+
+static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item,
+                        read_file *file)
 {
     const gf_job *job = run->job;
     double t0 = gf_now_ms();
-    gf_image *img = gf_image_load_limited(item->input);
+    gf_image *img = file->data ? gf_image_decode_limited(file->data, file->size, item->input,
+                                                         &file->probe)
+                               : gf_image_load_limited(item->input);
+    file->data = NULL;
     if (!img)
         return -1;
     if (job->gray)
@@ -161,24 +172,22 @@ static void gpu_report(void *user, const gf_gpu_item_report *r)
 }
 
 /* Read and probe a file for the GPU stage: 1 when it was handed over (or
- * failed, reported), 0 when it is for this worker's CPU codecs. */
-static int offer_to_gpu(batch_run *run, size_t i)
+ * failed, reported), 0 when it is for this worker's CPU codecs, in *file. */
+static int offer_to_gpu(batch_run *run, size_t i, read_file *file)
 {
     const gf_batch_item *item = &run->batch->items[i];
-    size_t size = 0;
-    unsigned char *data = gf_read_input(item->input, &size);
-    gf_image_probe probe;
-    if (!data || gf_image_probe_memory(data, size, item->input, &probe) < 0) {
+    unsigned char *data = gf_read_input(item->input, &file->size);
+    if (!data || gf_image_probe_memory(data, file->size, item->input, &file->probe) < 0) {
         free(data);
         report_failure(run);
         note_done(run);
         return 1;
     }
-    if (!gf_gpu_stage_wants(run->job, data, size, &probe)) {
-        free(data);
+    if (!gf_gpu_stage_wants(data, file->size, &file->probe)) {
+        file->data = data;
         return 0;
     }
-    gf_gpu_stage_offer(run->gpu, i, data, size, &probe);
+    gf_gpu_stage_offer(run->gpu, i, data, file->size, &file->probe);
     return 1;
 }
 
@@ -206,7 +215,8 @@ static void *worker(void *arg)
         size_t i = atomic_fetch_add(&run->next, 1);
         if (i >= run->batch->count)
             break;
-        if (run->gpu && offer_to_gpu(run, i))
+        read_file file = {0};
+        if (run->gpu && offer_to_gpu(run, i, &file))
             continue;
         if (!opened) {
             opened = 1;
@@ -216,8 +226,9 @@ static void *worker(void *arg)
         }
         if (!backend)
             gf_set_error("%s: %s", run->batch->items[i].input, why);
-        if (!backend || process_item(run, backend, &run->batch->items[i]) < 0)
+        if (!backend || process_item(run, backend, &run->batch->items[i], &file) < 0)
             report_failure(run);
+        free(file.data);  /* not taken when there was no backend */
         note_done(run);
     }
     if (backend)
@@ -265,8 +276,8 @@ static unsigned long long input_bytes(const gf_batch *batch, unsigned long long 
 static int start_gpu_codecs(batch_run *run)
 {
     const gf_job *job = run->job;
-    if (!run->cuda || job->codec == GF_CODEC_CPU)
-        return 0;
+    if (!run->cuda || job->codec == GF_CODEC_CPU || job->gray)
+        return 0;  /* --gray: the CPU path converts the decoded colours */
     if (job->codec == GF_CODEC_AUTO) {
         unsigned long long bytes = input_bytes(run->batch, GPU_CODEC_MIN_INPUT_BYTES);
         if (bytes < GPU_CODEC_MIN_INPUT_BYTES) {

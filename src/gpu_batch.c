@@ -181,16 +181,6 @@ static void decode_batch(gpu_thread *t, work **w, size_t n)
     }
 }
 
-/* The CPU path's decode of a probed file: its checks, budget and messages. */
-static gf_image *decode_on_cpu(work *w, const char *name)
-{
-    const size_t reserved =
-        gf_image_memory_estimate(w->probe.width, w->probe.height, w->probe.channels);
-    if (gf_image_reserve_memory(name, reserved) < 0)
-        return NULL;
-    return gf_image_decode_probed(w->data, w->size, name, &w->probe, reserved);
-}
-
 /* Put the file's pixels in the backend: from its decode buffer, else
  * decoded on the CPU (*host) and uploaded. */
 static int load(gpu_thread *t, work *w, const char *name, gf_image **host)
@@ -210,8 +200,10 @@ static int load(gpu_thread *t, work *w, const char *name, gf_image **host)
             return -1;
         }
     }
+    /* the CPU path's decode: its budget, time limit and messages */
     const double start = gf_now_ms();
-    *host = decode_on_cpu(w, name);
+    *host = gf_image_decode_limited(w->data, w->size, name, &w->probe);
+    w->data = NULL;
     if (!*host)
         return -1;
     r->decoder = "CPU";
@@ -344,10 +336,9 @@ static void *writer_main(void *arg)
 
 /* ---- the stage ------------------------------------------------------------------- */
 
-int gf_gpu_stage_wants(const gf_job *job, const unsigned char *data, size_t size,
-                       const gf_image_probe *probe)
+int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe)
 {
-    return !job->gray && size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF &&
+    return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF &&
            probe->channels == 3 && !probe->jpeg_undefined_tables;
 }
 

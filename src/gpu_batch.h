@@ -43,11 +43,10 @@ typedef struct gf_gpu_stage gf_gpu_stage;
 gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const int *devices,
                                  int device_count, int need_hardware, gf_gpu_report_fn report,
                                  void *user);
-/* 1 when a file of this batch may take the stage: a JPEG (by its first
- * bytes) of three channels without undefined tables, and no --gray. Its
- * result is encoded on the GPU when written as JPEG, else by a writer. */
-int gf_gpu_stage_wants(const gf_job *job, const unsigned char *data, size_t size,
-                       const gf_image_probe *probe);
+/* 1 when a file may take the stage: a JPEG (by its first bytes) of three
+ * channels without undefined tables (the stage is not started for --gray).
+ * Its result is encoded on the GPU when written as JPEG, else by a writer. */
+int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe);
 /* Hand over a file's bytes (the stage frees them); waits while the queue
  * is full. */
 void gf_gpu_stage_offer(gf_gpu_stage *stage, size_t item, unsigned char *data, size_t size,

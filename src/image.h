@@ -66,6 +66,10 @@ gf_image *gf_image_load_limited(const char *path);
 typedef void (*gf_probe_hook)(const gf_image_probe *probe, const unsigned char *data,
                               size_t size, void *user);
 gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user);
+/* The decode step alone, of a file read and probed already: data (which it
+ * takes, and frees) reserved from the budget and decoded under the limit. */
+gf_image *gf_image_decode_limited(unsigned char *data, size_t size, const char *name,
+                                  const gf_image_probe *probe);
 #define GF_DEFAULT_DECODE_TIMEOUT_S 120.0
 void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
 

@@ -195,15 +195,11 @@ static gf_image *decode_with_deadline(decode_job *job)
     return finish_job(job);
 }
 
-/* Probe and reserve here, so that the time limit counts the decode alone,
- * not the wait for room in the budget. */
-gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user)
+/* Reserve here, so that the time limit counts the decode alone, not the
+ * wait for room in the budget. */
+gf_image *gf_image_decode_limited(unsigned char *data, size_t size, const char *name,
+                                  const gf_image_probe *probe)
 {
-    size_t size = 0;
-    unsigned char *data = gf_read_input(path, &size);
-    if (!data)
-        return NULL;
-    const char *name = strcmp(path, "-") == 0 ? "standard input" : path;
     decode_job *job = calloc(1, sizeof *job);
     char *name_copy = strdup(name);
     if (!job || !name_copy) {
@@ -218,23 +214,35 @@ gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, voi
     job->data = data;
     job->size = size;
     job->name = name_copy;
-    if (gf_image_probe_memory(data, size, name, &job->probe) < 0) {
-        free_job(job);
-        return NULL;
-    }
-    job->reserved = gf_image_memory_estimate(job->probe.width, job->probe.height,
-                                             job->probe.channels);
+    job->probe = *probe;
+    job->reserved = gf_image_memory_estimate(probe->width, probe->height, probe->channels);
     if (gf_image_reserve_memory(name, job->reserved) < 0) {
+        job->reserved = 0;
         free_job(job);
         return NULL;
     }
-    if (probed)
-        probed(&job->probe, data, size, user);
     if (decode_timeout_s <= 0) {
         decode_thread(job);
         return finish_job(job);
     }
     return decode_with_deadline(job);
+}
+
+gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user)
+{
+    size_t size = 0;
+    unsigned char *data = gf_read_input(path, &size);
+    if (!data)
+        return NULL;
+    const char *name = strcmp(path, "-") == 0 ? "standard input" : path;
+    gf_image_probe probe;
+    if (gf_image_probe_memory(data, size, name, &probe) < 0) {
+        free(data);
+        return NULL;
+    }
+    if (probed)
+        probed(&probe, data, size, user);
+    return gf_image_decode_limited(data, size, name, &probe);
 }
 
 gf_image *gf_image_load_limited(const char *path)
