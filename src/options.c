@@ -271,16 +271,19 @@ static int check_batch(gf_job *j, char **paths, int count)
     return -1;
 }
 
-static int parse_border(const char *s, gf_border *out)
+/* The index of s among a NULL-terminated list of names (an enum's values
+ * in order), or -1. */
+static int parse_choice(const char *s, const char *const *names)
 {
-    static const char *const names[] = {"nearest", "constant", "reflect", "mirror", "wrap"};
-    for (int i = 0; i < 5; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (gf_border)i;
-            return 0;
-        }
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
     return -1;
 }
+
+static const char *const border_names[] = {"nearest", "constant", "reflect", "mirror", "wrap", NULL};
+static const char *const backend_names[] = {"auto", "cpu", "cuda", "reference", NULL};
+static const char *const codec_names[] = {"auto", "cpu", "gpu", NULL};
 
 static int parse_tile(const char *s, int *width, int *height)
 {
@@ -411,7 +414,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     };
     opterr = 0;
     const char *tile_text = NULL;
-    int c;
+    int c, choice;
     while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
@@ -421,8 +424,9 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             }
             break;
         case 'b':
-            if (parse_border(optarg, &j->pipeline.border) < 0)
+            if ((choice = parse_choice(optarg, border_names)) < 0)
                 return usage_error("unknown border mode '%s' (nearest, constant, reflect, mirror, wrap)", optarg);
+            j->pipeline.border = (gf_border)choice;
             break;
         case 'f':
             if ((j->format = gf_format_from_name(optarg)) == GF_FORMAT_NONE)
@@ -444,26 +448,14 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
                    gf_nvjpeg_describe());
             return EXIT_SUCCESS;
         case OPT_BACKEND:
-            if (strcmp(optarg, "auto") == 0)
-                j->backend = GF_BACKEND_AUTO;
-            else if (strcmp(optarg, "cpu") == 0)
-                j->backend = GF_BACKEND_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                j->backend = GF_BACKEND_CUDA;
-            else if (strcmp(optarg, "reference") == 0)
-                j->backend = GF_BACKEND_REFERENCE;
-            else
+            if ((choice = parse_choice(optarg, backend_names)) < 0)
                 return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", optarg);
+            j->backend = (gf_backend_kind)choice;
             break;
         case OPT_CODEC:
-            if (strcmp(optarg, "auto") == 0)
-                j->codec = GF_CODEC_AUTO;
-            else if (strcmp(optarg, "cpu") == 0)
-                j->codec = GF_CODEC_CPU;
-            else if (strcmp(optarg, "gpu") == 0)
-                j->codec = GF_CODEC_GPU;
-            else
+            if ((choice = parse_choice(optarg, codec_names)) < 0)
                 return usage_error("unknown codec '%s' (auto, cpu, gpu)", optarg);
+            j->codec = (gf_codec_choice)choice;
             break;
         case OPT_CSV:
             j->csv = 1;
