@@ -262,14 +262,29 @@ static void keep_buffers_in_heaps(void)
  * do about 70 files of 12 Mpx (~256 MiB of JPEG) in that time. */
 #define GPU_CODEC_MIN_INPUT_BYTES ((unsigned long long)256 << 20)
 
-/* The inputs' bytes, counted up to 'enough'. */
-static unsigned long long input_bytes(const gf_batch *batch, unsigned long long enough)
+/* Whether the file at path starts as a JPEG does (SOI, then a marker). */
+static int starts_as_jpeg(const char *path)
+{
+    unsigned char head[3];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    const size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return got == sizeof head && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF;
+}
+
+/* The JPEG inputs' bytes, counted up to 'enough': the other formats never
+ * reach nvJPEG, so they do not repay its start. */
+static unsigned long long jpeg_input_bytes(const gf_batch *batch, unsigned long long enough)
 {
     unsigned long long total = 0;
     struct stat st;
-    for (size_t i = 0; i < batch->count && total < enough; i++)
-        if (stat(batch->items[i].input, &st) == 0 && S_ISREG(st.st_mode))
+    for (size_t i = 0; i < batch->count && total < enough; i++) {
+        const char *path = batch->items[i].input;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && starts_as_jpeg(path))
             total += (unsigned long long)st.st_size;
+    }
     return total;
 }
 
@@ -279,10 +294,10 @@ static int start_gpu_codecs(batch_run *run)
     if (!run->cuda || job->codec == GF_CODEC_CPU || job->gray)
         return 0;  /* --gray: the CPU path converts the decoded colours */
     if (job->codec == GF_CODEC_AUTO) {
-        unsigned long long bytes = input_bytes(run->batch, GPU_CODEC_MIN_INPUT_BYTES);
+        unsigned long long bytes = jpeg_input_bytes(run->batch, GPU_CODEC_MIN_INPUT_BYTES);
         if (bytes < GPU_CODEC_MIN_INPUT_BYTES) {
             if (job->verbose)
-                fprintf(stderr, "gpufilter: JPEG on the CPU codecs: %.1f MiB of input, under the "
+                fprintf(stderr, "gpufilter: JPEG on the CPU codecs: %.1f MiB of JPEG input, under the "
                         "256 MiB that repay nvJPEG's start (--codec gpu to take it)\n",
                         (double)bytes / (1 << 20));
             return 0;

@@ -107,7 +107,7 @@ static void usage(FILE *out)
 "                         OUTPUT's extension, png for standard output\n"
 "  -q, --quality N        JPEG quality 1-100 (default 92)\n"
 "      --codec C          JPEG codec: auto (default: nvJPEG for a batch of 256\n"
-"                         MiB or more on a GPU with a hardware JPEG decoder;\n"
+"                         MiB of JPEG or more on a GPU with a hardware decoder;\n"
 "                         else the CPU's), cpu, gpu (one INPUT too)\n"
 "      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 3)\n"
 "      --backend B        auto (default: the CPU for small work, else the GPU\n"

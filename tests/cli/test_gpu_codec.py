@@ -216,11 +216,13 @@ def test_one_file_on_the_gpu_codec(gf, tmp_path):
     assert load(tmp_path / "out.jpg").shape == load(src).shape
 
 
-def sparse_input(folder, mib=300):
-    """A file of 'mib' MiB that is no image (it fails): with it a small
-    batch counts as large enough for --codec auto to try nvJPEG."""
-    path = folder / "large.jpg"
+def sparse_input(folder, mib=300, name="large.jpg", head=b"\xff\xd8\xff"):
+    """A file of 'mib' MiB that starts as a JPEG (by default) and is none (it
+    fails): with it a small batch counts as large enough for --codec auto to
+    try nvJPEG."""
+    path = folder / name
     with open(path, "wb") as f:
+        f.write(head)
         f.truncate(mib << 20)
     return path
 
@@ -229,7 +231,19 @@ def sparse_input(folder, mib=300):
 def test_auto_keeps_small_batches_on_the_cpu_codecs(gf, tmp_path):
     inputs = photo_jpegs(tmp_path / "in")[:2]
     r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs).ok()
-    assert re.search(r"JPEG on the CPU codecs: [\d.]+ MiB of input, under the 256 MiB", r.err), r.err
+    assert re.search(r"JPEG on the CPU codecs: [\d.]+ MiB of JPEG input, under the 256 MiB", r.err), r.err
+    assert "decoded: 0 on the GPU, 2 on the CPU" in r.err, r.err
+
+
+@pytest.mark.cuda_only
+def test_auto_counts_only_jpeg_input(gf, tmp_path):
+    """300 MiB of PNG beside two JPEGs: the PNG never reaches nvJPEG, so
+    the batch stays on the CPU codecs."""
+    inputs = photo_jpegs(tmp_path / "in")[:2]
+    inputs.append(sparse_input(tmp_path, name="large.png", head=b"\x89PNG\r\n\x1a\n"))
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", tmp_path / "a", *inputs)
+    assert r.rc == 1 and "large.png" in r.err, r.describe()
+    assert re.search(r"JPEG on the CPU codecs: [\d.]+ MiB of JPEG input, under the 256 MiB", r.err), r.err
     assert "decoded: 0 on the GPU, 2 on the CPU" in r.err, r.err
 
 
