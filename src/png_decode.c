@@ -23,6 +23,9 @@ int gf_png_decode(const unsigned char *data, size_t size, const char *name,
 #else
 
 #include <libdeflate.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 
 #include "bytes.h"
 
@@ -196,31 +199,32 @@ static int read_chunks(png_state *s, const unsigned char *data, size_t size)
     }
 }
 
-/* Undo one row's filter in place; prior is the row above (zeros for the
- * first row), bpp the bytes per pixel (1 below 8 bits). */
-static void unfilter_row(int filter, unsigned char *row, const unsigned char *prior, size_t n,
-                         size_t bpp)
+/* Undo one row's filter in place over bytes [from, to); prior is the row
+ * above (zeros for the first row), bpp the bytes per pixel (1 below 8
+ * bits). Byte i needs bytes i - bpp of its row and i - bpp, i of prior. */
+static void unfilter_range(int filter, unsigned char *row, const unsigned char *prior, size_t from,
+                           size_t to, size_t bpp)
 {
-    size_t i;
+    size_t i = from;
     switch (filter) {
     case 1:
-        for (i = bpp; i < n; i++)
+        for (i = i < bpp ? bpp : i; i < to; i++)
             row[i] = (unsigned char)(row[i] + row[i - bpp]);
         break;
     case 2:
-        for (i = 0; i < n; i++)
+        for (; i < to; i++)
             row[i] = (unsigned char)(row[i] + prior[i]);
         break;
     case 3:
-        for (i = 0; i < bpp && i < n; i++)
+        for (; i < bpp && i < to; i++)
             row[i] = (unsigned char)(row[i] + (prior[i] >> 1));
-        for (; i < n; i++)
+        for (; i < to; i++)
             row[i] = (unsigned char)(row[i] + ((row[i - bpp] + prior[i]) >> 1));
         break;
     case 4:
-        for (i = 0; i < bpp && i < n; i++)
+        for (; i < bpp && i < to; i++)
             row[i] = (unsigned char)(row[i] + prior[i]);
-        for (; i < n; i++)
+        for (; i < to; i++)
             row[i] = (unsigned char)(row[i] + gf_png_paeth(row[i - bpp], prior[i], prior[i - bpp]));
         break;
     default:
@@ -284,30 +288,128 @@ static int expand_row(const png_state *s, const unsigned char *row, unsigned cha
     return GF_PNG_DONE;
 }
 
-/* Unfilter and expand every row of the inflated data (raw_len bytes). */
-static int unfilter_image(const png_state *s, unsigned char *raw, size_t row_bytes,
-                          unsigned char *out, size_t out_row)
+/* ==== unfilter on threads ================================================== */
+
+/* Rows are unfiltered as a wavefront: a thread takes the next row and
+ * walks it in steps of STEP bytes, each step waiting until the row above
+ * is done past the step's end (filters 2-4 read it; 0 and 1 do not).
+ * Rows are taken in order by threads that all run, so a wait always ends.
+ * With STEP bytes a step, a row of R bytes keeps up to R / STEP threads
+ * busy; each thread expands its row to the output when it is done. The
+ * first failing row's result is kept, as the serial walk would give. */
+#define UNFILTER_STEP 2048
+#define UNFILTER_MIN_BYTES ((size_t)4 << 20)  /* less: one thread */
+#define UNKNOWN_FILTER 2                        /* a row's result beside GF_PNG_* */
+
+typedef struct {
+    const png_state *s;
+    unsigned char *raw, *out;
+    const unsigned char *zeros;
+    size_t row_bytes, out_row, bpp;
+    atomic_size_t *done;      /* per row: bytes unfiltered (row_bytes when done or failed) */
+    atomic_uint next_row;
+    atomic_uint first_failed;  /* the lowest failing row, or height */
+    pthread_mutex_t lock;
+    int result;                /* the first failing row's result */
+} unfilter_work;
+
+static void wait_for_row(atomic_size_t *done, size_t bytes)
 {
-    const size_t bpp = s->depth < 8 ? 1 : (size_t)s->samples * (size_t)s->depth / 8;
+    for (unsigned spins = 0; atomic_load_explicit(done, memory_order_acquire) < bytes; spins++)
+        if (spins >= 64)
+            sched_yield();
+}
+
+static void row_failed(unfilter_work *w, uint32_t y, int result)
+{
+    pthread_mutex_lock(&w->lock);
+    if (y < atomic_load(&w->first_failed)) {
+        atomic_store(&w->first_failed, y);
+        w->result = result;
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Unfilter row y step by step, then expand it; its progress is published
+ * in done[y] (the whole row, also when it fails, so that no wait stalls). */
+static void unfilter_one_row(unfilter_work *w, uint32_t y)
+{
+    const png_state *s = w->s;
+    const size_t n = w->row_bytes;
+    unsigned char *row = w->raw + (size_t)y * (n + 1);
+    const unsigned char *prior = y ? row - n : w->zeros;
+    const int filter = row[0];
+    int result = GF_PNG_DONE;
+    if (filter > 4) {
+        result = UNKNOWN_FILTER;  /* the message is set on the calling thread */
+    } else {
+        for (size_t from = 0; from < n; from += UNFILTER_STEP) {
+            const size_t to = n - from < UNFILTER_STEP ? n : from + UNFILTER_STEP;
+            if (y && filter >= 2)
+                wait_for_row(&w->done[y - 1], to);
+            unfilter_range(filter, row + 1, prior, from, to, w->bpp);
+            atomic_store_explicit(&w->done[y], to, memory_order_release);
+        }
+        result = expand_row(s, row + 1, w->out + (size_t)y * w->out_row);
+    }
+    atomic_store_explicit(&w->done[y], n, memory_order_release);
+    if (result != GF_PNG_DONE)
+        row_failed(w, y, result);
+}
+
+static void *unfilter_worker(void *arg)
+{
+    unfilter_work *w = arg;
+    for (uint32_t y; (y = atomic_fetch_add(&w->next_row, 1)) < w->s->height;)
+        if (y < atomic_load(&w->first_failed))
+            unfilter_one_row(w, y);
+        else
+            atomic_store_explicit(&w->done[y], w->row_bytes, memory_order_release);
+    return NULL;
+}
+
+/* Unfilter and expand every row of the inflated data on 'threads' threads
+ * (the caller's among them; fewer if they cannot start). */
+static int unfilter_image(const png_state *s, unsigned char *raw, size_t row_bytes,
+                          unsigned char *out, size_t out_row, int threads)
+{
+    unfilter_work w = {
+        .s = s, .raw = raw, .out = out, .row_bytes = row_bytes, .out_row = out_row,
+        .bpp = s->depth < 8 ? 1 : (size_t)s->samples * (size_t)s->depth / 8,
+        .result = GF_PNG_DONE,
+    };
     unsigned char *zeros = calloc(1, row_bytes + 1);
-    if (!zeros) {
+    w.done = calloc(s->height, sizeof *w.done);
+    if (!zeros || !w.done) {
+        free(zeros);
+        free(w.done);
         gf_set_error("%s: out of memory", s->name);
         return GF_PNG_FAILED;
     }
-    const unsigned char *prior = zeros;
-    int r = GF_PNG_DONE;
-    for (uint32_t y = 0; y < s->height && r == GF_PNG_DONE; y++) {
-        unsigned char *row = raw + (size_t)y * (row_bytes + 1);
-        if (row[0] > 4) {
-            r = corrupt_png(s, "a row has an unknown filter");
-            break;
-        }
-        unfilter_row(row[0], row + 1, prior, row_bytes, bpp);
-        r = expand_row(s, row + 1, out + (size_t)y * out_row);
-        prior = row + 1;
-    }
+    w.zeros = zeros;
+    atomic_init(&w.next_row, 0);
+    atomic_init(&w.first_failed, s->height);
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_t ids[64];
+    int started = 0;
+    for (int t = 1; t < threads && t <= 64; t++)
+        if (pthread_create(&ids[started], NULL, unfilter_worker, &w) == 0)
+            started++;
+    unfilter_worker(&w);
+    for (int t = 0; t < started; t++)
+        pthread_join(ids[t], NULL);
+    pthread_mutex_destroy(&w.lock);
     free(zeros);
-    return r;
+    free(w.done);
+    return w.result == UNKNOWN_FILTER ? corrupt_png(s, "a row has an unknown filter") : w.result;
+}
+
+static int unfilter_threads(const png_state *s, size_t raw_len)
+{
+    if (raw_len < UNFILTER_MIN_BYTES || s->height < 2)
+        return 1;
+    const int threads = gf_image_threads();
+    return threads < 1 ? 1 : threads;
 }
 
 /* The zlib header as stb_image checks it (no Adler-32 check either), then
@@ -352,7 +454,7 @@ static int decode_image(png_state *s, unsigned char **pixels, int *channels, con
     if (r == GF_PNG_DONE)
         r = inflate_idat(s, raw, raw_len, corrupt);
     if (r == GF_PNG_DONE)
-        r = unfilter_image(s, raw, row_bytes, out, out_row);
+        r = unfilter_image(s, raw, row_bytes, out, out_row, unfilter_threads(s, raw_len));
     free(raw);
     if (r != GF_PNG_DONE) {
         free(out);

@@ -21,28 +21,25 @@ def chunk(kind, body):
 
 
 def paeth(a, b, c):
+    """The PNG Paeth predictor, element-wise over int arrays."""
     p = a + b - c
-    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-    if pa <= pb and pa <= pc:
-        return a
-    return b if pb <= pc else c
+    pa, pb, pc = np.abs(p - a), np.abs(p - b), np.abs(p - c)
+    return np.where((pa <= pb) & (pa <= pc), a, np.where(pb <= pc, b, c))
 
 
 def filter_rows(rows, bpp, filters):
-    """Filter each row (bytes) with the filter type given for it."""
+    """Filter each row (bytes) with the filter type given for it: each byte
+    less its predictor from the unfiltered bytes to its left and above."""
     out = bytearray()
-    prior = bytes(len(rows[0]))
+    prior = np.zeros(len(rows[0]), dtype=np.int32)
     for row, f in zip(rows, filters):
-        line = bytearray(len(row))
-        for i, x in enumerate(row):
-            left = row[i - bpp] if i >= bpp else 0
-            up = prior[i]
-            upleft = prior[i - bpp] if i >= bpp else 0
-            pred = (0, left, up, (left + up) >> 1, paeth(left, up, upleft))[f]
-            line[i] = (x - pred) & 0xFF
-        out.append(f)
-        out += line
-        prior = row
+        x = np.frombuffer(row, dtype=np.uint8).astype(np.int32)
+        left = np.concatenate([np.zeros(min(bpp, len(x)), np.int32), x[:-bpp]])[:len(x)]
+        upleft = np.concatenate([np.zeros(min(bpp, len(x)), np.int32), prior[:-bpp]])[:len(x)]
+        pred = (np.zeros_like(x), left, prior, (left + prior) >> 1, paeth(left, prior, upleft))[f]
+        out.append(int(f))
+        out += ((x - pred) & 0xFF).astype(np.uint8).tobytes()
+        prior = x
     return bytes(out)
 
 

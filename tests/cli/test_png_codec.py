@@ -44,6 +44,34 @@ def test_every_type_and_depth(gf, rng, tmp_path, case, size):
     assert_equal_image(decode(gf, tmp_path, data), want, case_id(case))
 
 
+# Over 4 MiB of rows (png_decode.c's UNFILTER_MIN_BYTES), rows are
+# unfiltered by several threads as a wavefront: every filter, every bytes
+# per pixel from 1 to 8, rows longer and shorter than one step of 2048 bytes.
+LARGE = [((0, 8, False), 2400, 1800), ((2, 8, True), 1500, 1000), ((6, 8, False), 1100, 1000),
+         ((0, 16, True), 2200, 1000), ((4, 16, False), 300, 3600), ((6, 16, False), 700, 800),
+         ((3, 8, True), 2200, 2000)]
+
+
+@pytest.mark.parametrize("case,width,height", LARGE, ids=lambda v: case_id(v) if isinstance(v, tuple) else v)
+def test_large_images_unfilter_on_threads(gf, rng, tmp_path, case, width, height):
+    color, depth, trns = case
+    data, want = make_png(rng, color, depth, width, height, trns=trns, level=1)
+    assert_equal_image(decode(gf, tmp_path, data), want, case_id(case))
+    assert_equal_image(decode(gf, tmp_path, data, extra=("-j", "1")), want, case_id(case) + " -j 1")
+
+
+@pytest.mark.parametrize("row", [0, 1, 900, 1799])
+def test_large_image_with_a_bad_filter_refused(gf, rng, tmp_path, row):
+    """A filter byte of 5 in any row of a threaded unfilter: refused."""
+    width, height = 1000, 1800
+    line = width * 3 + 1
+    raw = bytearray(rng.integers(0, 256, line * height, dtype=np.uint8).tobytes())
+    raw[::line] = bytes(rng.integers(0, 5, height, dtype=np.uint8))
+    raw[row * line] = 5
+    refused(gf, tmp_path, png_file(width, height, 2, 8, zlib.compress(bytes(raw), 1)),
+            ["corrupt PNG", "filter"])
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c[1] == 8 or c[0] == 3], ids=case_id)
 def test_pillow_agrees_with_the_oracle(rng, case):
     """pngmaker's expectation is what Pillow reads (8-bit and palette files)."""
