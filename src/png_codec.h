@@ -36,11 +36,11 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
 /* The Paeth predictor, which filtering and unfiltering share. */
 static inline int gf_png_paeth(int a, int b, int c)
 {
-    const int p = a + b - c;
-    const int pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
-    if (pa <= pb && pa <= pc)
-        return a;
-    return pb <= pc ? b : c;
+    /* |p - a|, |p - b|, |p - c| for p = a + b - c, and selects without
+     * branches: on photos the comparisons go either way at random */
+    const int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
+    const int b_or_c = pb <= pc ? b : c;
+    return (pa <= pb) & (pa <= pc) ? a : b_or_c;
 }
 
 #endif
