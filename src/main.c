@@ -306,6 +306,10 @@ int main(int argc, char **argv)
     gf_job_init(&j);
     gf_image_read_umask();
     int status = gf_parse_options(argc, argv, &j);
+    if (status < 0 && j.action != GF_ACTION_RUN)
+        status = gf_job_print(&j);
+    else if (status < 0)
+        status = gf_job_prepare(&j);
     if (status < 0) {
         if (j.verbose)
             j.backend_options.log = stderr;

@@ -51,7 +51,8 @@ enum {
 void gf_job_init(gf_job *j)
 {
     memset(j, 0, sizeof *j);
-    gf_image_set_png_level(GF_DEFAULT_PNG_LEVEL);
+    j->png_level = GF_DEFAULT_PNG_LEVEL;
+    j->decode_timeout = -1.0;
     j->quality = 92;
     j->backend_options.conv_version = GF_CONV_AUTO;
 }
@@ -418,10 +419,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
-            if (gf_pipeline_add_mask(&j->pipeline, optarg) < 0) {
-                fprintf(stderr, "%s\n", gf_error());
-                return GF_EXIT_USAGE;
-            }
+            if (gf_pipeline_name_mask(&j->pipeline, optarg) < 0)
+                return out_of_memory();
             break;
         case 'b':
             if ((choice = parse_choice(optarg, border_names)) < 0)
@@ -440,13 +439,11 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             j->verbose = 1;
             break;
         case 'h':
-            usage(stdout);
-            return EXIT_SUCCESS;
+            j->action = GF_ACTION_HELP;
+            return -1;
         case 'V':
-            printf("gpufilter " GF_VERSION " (PNG deflate: %s, JPEG: %s, GPU JPEG: %s)\n",
-                   gf_png_deflater(), gf_jpeg_turbo_available() ? "libjpeg-turbo" : "stb_image",
-                   gf_nvjpeg_describe());
-            return EXIT_SUCCESS;
+            j->action = GF_ACTION_VERSION;
+            return -1;
         case OPT_BACKEND:
             if ((choice = parse_choice(optarg, backend_names)) < 0)
                 return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", optarg);
@@ -500,17 +497,11 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             j->pipeline.filter_alpha = 1;
             break;
         case OPT_LIST_MASKS:
-            if (gf_mask_list() < 0) {
-                fprintf(stderr, "%s\n", gf_error());
-                return GF_EXIT_FILE;
-            }
-            return EXIT_SUCCESS;
+            j->action = GF_ACTION_LIST_MASKS;
+            return -1;
         case OPT_LIST_DEVICES:
-            if (gf_cuda_list_devices(stdout) < 0) {
-                fprintf(stderr, "%s\n", gf_error());
-                return GF_EXIT_FILE;
-            }
-            return EXIT_SUCCESS;
+            j->action = GF_ACTION_LIST_DEVICES;
+            return -1;
         case OPT_STATS:
             if (!optarg || strcmp(optarg, "table") == 0)
                 j->stats = GF_STATS_TABLE;
@@ -575,7 +566,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             size_t bytes;
             if (parse_bytes(optarg, &bytes) < 0)
                 return usage_error("--max-memory '%s' is not a size such as 512M or 4G", optarg);
-            gf_image_set_memory_budget(bytes);
+            j->max_memory = bytes;
             break;
         }
         case OPT_DECODE_TIMEOUT: {
@@ -585,7 +576,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             if (end == optarg || *end != '\0' || errno || !(seconds >= 0.0 && seconds <= 1e6))
                 return usage_error("--decode-timeout '%s' is not a number of seconds from 0 "
                                    "(no limit) to 1000000", optarg);
-            gf_image_set_decode_timeout(seconds);
+            j->decode_timeout = seconds;
             break;
         }
         case OPT_GPU_MEMORY:
@@ -598,7 +589,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             unsigned long long v = strtoull(optarg, &end, 10);
             if (end == optarg || *end != '\0' || errno || v == 0 || optarg[0] == '-')
                 return usage_error("--max-pixels '%s' is not a positive whole number", optarg);
-            gf_image_set_max_pixels((size_t)v);
+            j->max_pixels = (size_t)v;
             break;
         }
         case 'o':
@@ -624,13 +615,10 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
             if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)
                 return usage_error("--shard '%s' is not I/N with 0 <= I < N", optarg);
             break;
-        case OPT_PNG_LEVEL: {
-            int level;
-            if (parse_int(optarg, 0, 12, &level) < 0)
+        case OPT_PNG_LEVEL:
+            if (parse_int(optarg, 0, 12, &j->png_level) < 0)
                 return usage_error("--png-level '%s' is not a whole number from 0 to 12", optarg);
-            gf_image_set_png_level(level);
             break;
-        }
         case OPT_QUIET:
             j->quiet = 1;
             break;
@@ -679,3 +667,48 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     return -1;
 }
 
+
+int gf_job_prepare(gf_job *j)
+{
+    gf_image_set_png_level(j->png_level);
+    if (j->max_memory)
+        gf_image_set_memory_budget(j->max_memory);
+    if (j->decode_timeout >= 0.0)
+        gf_image_set_decode_timeout(j->decode_timeout);
+    if (j->max_pixels)
+        gf_image_set_max_pixels(j->max_pixels);
+    if (gf_pipeline_load_masks(&j->pipeline) < 0) {
+        fprintf(stderr, "%s\n", gf_error());
+        return GF_EXIT_USAGE;
+    }
+    return -1;
+}
+
+int gf_job_print(const gf_job *j)
+{
+    switch (j->action) {
+    case GF_ACTION_HELP:
+        usage(stdout);
+        return EXIT_SUCCESS;
+    case GF_ACTION_VERSION:
+        printf("gpufilter " GF_VERSION " (PNG deflate: %s, JPEG: %s, GPU JPEG: %s)\n",
+               gf_png_deflater(), gf_jpeg_turbo_available() ? "libjpeg-turbo" : "stb_image",
+               gf_nvjpeg_describe());
+        return EXIT_SUCCESS;
+    case GF_ACTION_LIST_MASKS:
+        if (gf_mask_list() < 0) {
+            fprintf(stderr, "%s\n", gf_error());
+            return GF_EXIT_FILE;
+        }
+        return EXIT_SUCCESS;
+    case GF_ACTION_LIST_DEVICES:
+        if (gf_cuda_list_devices(stdout) < 0) {
+            fprintf(stderr, "%s\n", gf_error());
+            return GF_EXIT_FILE;
+        }
+        return EXIT_SUCCESS;
+    case GF_ACTION_RUN:
+        break;
+    }
+    return EXIT_SUCCESS;
+}

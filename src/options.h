@@ -11,11 +11,17 @@ enum { GF_EXIT_FILE = 1, GF_EXIT_USAGE = 2 };
 
 #define GF_MAX_DEVICES 64
 
+/* What the command line asks for: a run, or a text printed instead. */
+typedef enum {
+    GF_ACTION_RUN = 0, GF_ACTION_HELP, GF_ACTION_VERSION, GF_ACTION_LIST_MASKS, GF_ACTION_LIST_DEVICES
+} gf_action;
+
 /* Where JPEGs are decoded and encoded (--codec). */
 typedef enum { GF_CODEC_AUTO = 0, GF_CODEC_CPU, GF_CODEC_GPU } gf_codec_choice;
 
 typedef struct {
-    gf_pipeline pipeline;
+    gf_action action;
+    gf_pipeline pipeline;        /* its masks named, loaded by gf_job_prepare */
     gf_backend_kind backend;
     gf_backend_options backend_options;
     gf_format format;
@@ -41,15 +47,28 @@ typedef struct {
     int device_count, all_devices;
     int quiet;
     int tile_sweep, csv;         /* --tile sweep [--csv]: the occupancy experiment */
+    /* the image module's limits and PNG level; 0 (timeout: -1) when not given */
+    size_t max_memory, max_pixels;
+    double decode_timeout;
+    int png_level;
 } gf_job;
 
 /* Defaults for a job before its options are parsed. */
 void gf_job_init(gf_job *job);
 void gf_job_free(gf_job *job);
 
-/* Parse argv into job (getopt_long; the masks are loaded here). Returns -1
- * when the job should run, otherwise the exit status to end with: 0 after
- * --help, --version or a listing, 2 after a usage error (already printed). */
+/* Parse argv into job (getopt_long), with no other effect than a usage
+ * error's message: no file is read, no setting made, nothing listed.
+ * Returns -1 when the job should go on (job->action says to what), or the
+ * exit status to end with: 2 after a usage error (already printed). */
 int gf_parse_options(int argc, char **argv, gf_job *job);
+
+/* What a parsed job needs before it runs: the image module's limits and
+ * PNG level set, the masks loaded. Returns -1 to go on, or the exit status
+ * after an error (printed). */
+int gf_job_prepare(gf_job *job);
+
+/* Print what job->action asks for (not GF_ACTION_RUN); the exit status. */
+int gf_job_print(const gf_job *job);
 
 #endif

@@ -21,16 +21,27 @@ static int append(gf_pipeline *pipeline, gf_op op)
     return 0;
 }
 
-int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path)
+int gf_pipeline_name_mask(gf_pipeline *pipeline, const char *name_or_path)
 {
-    gf_mask *mask = malloc(sizeof *mask);
-    if (!mask) {
-        gf_set_error("out of memory");
-        return -1;
-    }
-    if (gf_mask_load(name_or_path, mask) < 0 || append(pipeline, (gf_op){.kind = GF_OP_CONVOLVE, .mask = mask}) < 0) {
-        free(mask);
-        return -1;
+    return append(pipeline, (gf_op){.kind = GF_OP_CONVOLVE, .mask_name = name_or_path});
+}
+
+int gf_pipeline_load_masks(gf_pipeline *pipeline)
+{
+    for (int i = 0; i < pipeline->count; i++) {
+        gf_op *op = &pipeline->ops[i];
+        if (op->kind != GF_OP_CONVOLVE || op->mask)
+            continue;
+        gf_mask *mask = malloc(sizeof *mask);
+        if (!mask) {
+            gf_set_error("out of memory");
+            return -1;
+        }
+        if (gf_mask_load(op->mask_name, mask) < 0) {
+            free(mask);
+            return -1;
+        }
+        op->mask = mask;
     }
     return 0;
 }

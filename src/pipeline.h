@@ -8,7 +8,8 @@ typedef enum { GF_OP_CONVOLVE = 0, GF_OP_EQUALIZE, GF_OP_STRETCH } gf_op_kind;
 
 typedef struct {
     gf_op_kind kind;
-    gf_mask *mask;              /* GF_OP_CONVOLVE */
+    const char *mask_name;      /* GF_OP_CONVOLVE: as given to -m */
+    gf_mask *mask;              /* GF_OP_CONVOLVE, once loaded */
     gf_equalize_mode equalize;  /* GF_OP_EQUALIZE */
     gf_stretch stretch;         /* GF_OP_STRETCH */
 } gf_op;
@@ -25,8 +26,11 @@ typedef struct {
     double upload_ms, filter_ms, download_ms;
 } gf_pipeline_times;
 
-/* Append a convolution with the mask named or found at name_or_path. */
-int gf_pipeline_add_mask(gf_pipeline *pipeline, const char *name_or_path);
+/* Append a convolution with the mask named or found at name_or_path (the
+ * string kept, not copied), loaded later by gf_pipeline_load_masks. */
+int gf_pipeline_name_mask(gf_pipeline *pipeline, const char *name_or_path);
+/* Load every named mask not loaded yet; -1 with the error set. */
+int gf_pipeline_load_masks(gf_pipeline *pipeline);
 int gf_pipeline_add_equalize(gf_pipeline *pipeline, gf_equalize_mode mode);
 int gf_pipeline_add_stretch(gf_pipeline *pipeline, const gf_stretch *how);
 void gf_pipeline_free(gf_pipeline *pipeline);

@@ -36,9 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (status != -1 && status != 0 && status != GF_EXIT_FILE && status != GF_EXIT_USAGE)
         abort();
     /* a job to run always has somewhere to read and something to produce */
-    if (status == -1 && !job.batch && (!job.input || (!job.output && !job.stats)))
+    if (status == -1 && job.action == GF_ACTION_RUN && !job.batch &&
+        (!job.input || (!job.output && !job.stats)))
         abort();
-    if (status == -1 && job.batch &&
+    if (status == -1 && job.action == GF_ACTION_RUN && job.batch &&
         ((job.input_count == 0 && !job.files_from) || (!job.output_dir && !job.stats)))
         abort();
     gf_job_free(&job);
