@@ -136,7 +136,17 @@ static void temporary_name(const char *folder, char *name, size_t size)
 
 static int fill_file(int fd, mode_t mode, const unsigned char *data, size_t size)
 {
-    return fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 || fsync(fd) < 0 ? -1 : 0;
+    return fchmod(fd, mode) < 0 || write_all(fd, data, size) < 0 ? -1 : 0;
+}
+
+/* A file that is to replace another goes to the disk first: a rename that
+ * reaches the disk before the data could otherwise leave, after a crash of
+ * the system, an empty file where the old one was (the output may be the
+ * input). A new output replaces nothing and is not synced, as cp does. */
+static int sync_if_replacing(int fd, const char *path, int *synced)
+{
+    *synced = access(path, F_OK) == 0;
+    return *synced ? fsync(fd) : 0;
 }
 
 /* Link the anonymous file (open as fd) at 'name'; -1 with errno on failure
@@ -155,13 +165,17 @@ static int link_anonymous(int fd, const char *name)
 /* Put the complete anonymous file at path. A new output is linked there
  * at once: complete from the moment it has a name. An existing one is
  * replaced through a temporary name and a rename, inside one window. */
-static int publish_anonymous(int fd, const char *folder, const char *path)
+static int publish_anonymous(int fd, const char *folder, const char *path, int synced)
 {
     sigset_t saved;
     enter_window(&saved);
     int status = link_anonymous(fd, path);
     if (status < 0 && errno == EEXIST) {
         char temp[PATH_MAX + 32];
+        if (!synced && fsync(fd) < 0) {  /* created since sync_if_replacing looked */
+            leave_window(&saved);
+            return -1;
+        }
         do {
             temporary_name(folder, temp, sizeof temp);
             status = link_anonymous(fd, temp);
@@ -190,7 +204,10 @@ static int replace_through_named_file(const char *folder, const char *path, mode
         temporary_name(folder, temp, sizeof temp);
         fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     } while (fd < 0 && errno == EEXIST);
+    int synced;
     int status = fd < 0 ? -1 : fill_file(fd, mode, data, size);
+    if (status == 0)
+        status = sync_if_replacing(fd, path, &synced);
     int saved_errno = errno;
     if (fd >= 0 && close(fd) < 0 && status == 0) {
         status = -1;
@@ -233,9 +250,12 @@ static int replace_regular_file(const char *path, mode_t mode, const unsigned ch
         return replace_through_named_file(folder, path, mode, data, size);
     if (fd < 0)
         return -1;
+    int synced = 0;
     int status = fill_file(fd, mode, data, size);
     if (status == 0)
-        status = publish_anonymous(fd, folder, path);
+        status = sync_if_replacing(fd, path, &synced);
+    if (status == 0)
+        status = publish_anonymous(fd, folder, path, synced);
     int saved_errno = errno;
     close(fd);
     errno = saved_errno;

@@ -86,3 +86,28 @@ def test_interrupt_leaves_no_partial_file(gf, rng, tmp_path):
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGINT, proc.stderr.read()
     assert leftovers(tmp_path, {"in.tga"}) == []
+
+
+def fsync_calls(gf, argv):
+    """The fsync and fdatasync calls of one run, counted by strace."""
+    import shutil
+    import pytest
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    proc = subprocess.run(["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync", str(gf.path)] + argv,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return sum(1 for line in proc.stderr.decode().splitlines() if "fsync(" in line or "fdatasync(" in line)
+
+
+def test_only_a_replacement_is_synced(gf, rng, tmp_path):
+    """A new output is not synced (it replaces nothing, as cp does); one that
+    replaces a file is synced once before the rename, so that a crash of
+    the system cannot leave an empty file where the old one was."""
+    src = write_png(tmp_path / "in.png", random_image(rng, 40, 30, 3))
+    out = tmp_path / "out.png"
+    argv = ["--backend", gf.backend, "-m", "box3", str(src), str(out)]
+    assert fsync_calls(gf, argv) == 0 and out.exists()
+    assert fsync_calls(gf, argv) == 1
+    assert fsync_calls(gf, ["--backend", gf.backend, "-m", "box3", "-o", str(tmp_path / "d"), str(src)]) == 0
+    assert fsync_calls(gf, ["--backend", gf.backend, "-m", "box3", "-o", str(tmp_path / "d"), str(src)]) == 1
