@@ -29,6 +29,7 @@ typedef struct {
     int32_t taps[GF_MASK_MAX_MATRICES][GF_MASK_MAX_TAPS]; /* GF_CPU_INTEGER */
     int32_t row[GF_MASK_MAX_SIZE], column[GF_MASK_MAX_SIZE]; /* GF_CPU_SEPARABLE */
     int row_constant, column_constant;
+    int float_magnitude;  /* GF_CPU_INTEGER: finished in floats, exactly (float_magnitude_exact) */
 } conv_plan;
 
 typedef struct {
@@ -129,11 +130,34 @@ static int integer_factors(const gf_mask *mask, conv_plan *plan)
     return 1;
 }
 
+/* Whether a magnitude of integer sums (scale 1, offset 0) is finished
+ * exactly in floats: every sum of squares s under 2^24 is a float, sqrtf is
+ * correctly rounded, and sqrt(s) for an integer s is never k + 1/2 and
+ * stays over 8e-5 from it for s < 2^24 (|s - (k + 1/2)^2| >= 1/4, over
+ * 2 sqrt(s) + 1), more than sqrtf's error (half a float ulp, under 2^-13
+ * below 4096); so rounding the float gives the reference's byte. */
+static int float_magnitude_exact(const gf_mask *mask)
+{
+    if (mask->combine != GF_COMBINE_MAGNITUDE)
+        return 0;
+    double squares = 0.0;
+    for (int k = 0; k < mask->count; k++) {
+        if (mask->scale[k] != 1.0 || mask->offset[k] != 0.0)
+            return 0;
+        double total = 0.0;
+        for (int i = 0; i < mask->width * mask->height; i++)
+            total += fabs(mask->weights[k][i]);
+        squares += (255.0 * total) * (255.0 * total);
+    }
+    return squares < (double)(1 << 24);
+}
+
 static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     if (!integer_taps(mask, plan))
         return plan->path = GF_CPU_DOUBLE;
+    plan->float_magnitude = float_magnitude_exact(mask);
     return plan->path = integer_factors(mask, plan) ? GF_CPU_SEPARABLE : GF_CPU_INTEGER;
 }
 
@@ -334,8 +358,33 @@ static const unsigned char *padded_row(const band_job *job, band_scratch *s, int
     return p;
 }
 
+/* float_magnitude_exact's finish: the sum of squares in 32-bit integers,
+ * sqrtf, rounding half to even with the 1.5 * 2^23 trick, the clamp. */
+static void finish_float_magnitude_row(const band_job *job, band_scratch *s, int y, int n)
+{
+    int32_t *squares = s->rounded;
+    for (int i = 0; i < n; i++)
+        squares[i] = s->isum[0][i] * s->isum[0][i];
+    for (int k = 1; k < job->mask->count; k++)
+        for (int i = 0; i < n; i++)
+            squares[i] += s->isum[k][i] * s->isum[k][i];
+    unsigned char *out = job->dst + (size_t)y * n;
+    for (int i = 0; i < n; i++) {
+        const float rounded = (sqrtf((float)squares[i]) + 0x1.8p23f) - 0x1.8p23f;
+        out[i] = (unsigned char)(rounded < 255.0f ? rounded : 255.0f);
+    }
+    const unsigned char *in = job->src + (size_t)y * n;
+    for (int c = job->channels_filtered; c < job->channels; c++)  /* alpha passes through */
+        for (int i = c; i < n; i += job->channels)
+            out[i] = in[i];
+}
+
 static void finish_integer_row(const band_job *job, band_scratch *s, int y, int n)
 {
+    if (job->plan->float_magnitude) {
+        finish_float_magnitude_row(job, s, y, n);
+        return;
+    }
     for (int k = 0; k < job->mask->count; k++) {
         const double scale = job->mask->scale[k], offset = job->mask->offset[k];
         for (int i = 0; i < n; i++)
