@@ -101,6 +101,20 @@ static int filter_rows(const gf_band_rows *r, unsigned char *out)
     return 0;
 }
 
+/* The PNG around a zlib stream that arrives in pieces (a gf_zlib_sink):
+ * signature, IHDR, the stream in IDAT chunks of at most 1 MiB (each CRC
+ * computed as its bytes arrive), IEND, in one buffer of the final size. */
+#define MAX_IDAT ((size_t)1 << 20)
+
+typedef struct {
+    int width, height, channels;
+    unsigned char *png, *at;      /* the file; where the next byte goes */
+    unsigned char *chunk;         /* the open IDAT chunk's length field */
+    size_t chunk_left;            /* bytes the open chunk still takes */
+    size_t stream_left;           /* bytes of the stream still to come */
+    uint32_t crc;
+} container;
+
 static unsigned char *put_chunk(unsigned char *o, const char *type, const unsigned char *data,
                                 size_t length)
 {
@@ -112,31 +126,53 @@ static unsigned char *put_chunk(unsigned char *o, const char *type, const unsign
     return o + 12 + length;
 }
 
-/* Signature, IHDR, the zlib stream in IDAT chunks of at most 1 MiB, IEND. */
-static int write_container(int width, int height, int channels, const unsigned char *z,
-                           size_t z_size, unsigned char **out, size_t *out_size)
+static int container_begin(void *ctx, size_t z_size)
 {
     static const unsigned char color_type[5] = {0, 0, 4, 2, 6};
-    const size_t max_idat = (size_t)1 << 20;
-    const size_t chunks = (z_size + max_idat - 1) / max_idat;
-    const size_t total = 8 + 25 + chunks * 12 + z_size + 12;
-    unsigned char *png = gf_malloc_large(total);
-    if (!png) {
+    container *c = ctx;
+    const size_t chunks = (z_size + MAX_IDAT - 1) / MAX_IDAT;
+    c->png = gf_malloc_large(8 + 25 + chunks * 12 + z_size + 12);
+    if (!c->png) {
         gf_set_error("out of memory for the PNG file");
         return -1;
     }
     unsigned char ihdr[13] = {0};
-    gf_put_be32(ihdr, (uint32_t)width);
-    gf_put_be32(ihdr + 4, (uint32_t)height);
+    gf_put_be32(ihdr, (uint32_t)c->width);
+    gf_put_be32(ihdr + 4, (uint32_t)c->height);
     ihdr[8] = 8;
-    ihdr[9] = color_type[channels];
-    memcpy(png, "\x89PNG\r\n\x1a\n", 8);
-    unsigned char *o = put_chunk(png + 8, "IHDR", ihdr, 13);
-    for (size_t at = 0; at < z_size; at += max_idat)
-        o = put_chunk(o, "IDAT", z + at, z_size - at < max_idat ? z_size - at : max_idat);
-    o = put_chunk(o, "IEND", NULL, 0);
-    *out = png;
-    *out_size = (size_t)(o - png);
+    ihdr[9] = color_type[c->channels];
+    memcpy(c->png, "\x89PNG\r\n\x1a\n", 8);
+    c->at = put_chunk(c->png + 8, "IHDR", ihdr, 13);
+    c->stream_left = z_size;
+    c->chunk_left = 0;
+    return 0;
+}
+
+static void close_idat(container *c)
+{
+    gf_put_be32(c->at, c->crc);
+    c->at += 4;
+}
+
+static int container_put(void *ctx, const unsigned char *data, size_t size)
+{
+    container *c = ctx;
+    while (size) {
+        if (c->chunk_left == 0) {  /* open the next IDAT chunk */
+            c->chunk_left = c->stream_left < MAX_IDAT ? c->stream_left : MAX_IDAT;
+            gf_put_be32(c->at, (uint32_t)c->chunk_left);
+            memcpy(c->at + 4, "IDAT", 4);
+            c->crc = libdeflate_crc32(0, c->at + 4, 4);
+            c->at += 8;
+        }
+        const size_t n = size < c->chunk_left ? size : c->chunk_left;
+        memcpy(c->at, data, n);
+        c->crc = libdeflate_crc32(c->crc, data, n);
+        c->at += n, data += n, size -= n;
+        c->chunk_left -= n, c->stream_left -= n;
+        if (c->chunk_left == 0)
+            close_idat(c);
+    }
     return 0;
 }
 
@@ -173,13 +209,15 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
         bands[i] = (gf_zlib_band){.data = filtered + y0 * row, .size = rows * row, .last = i + 1 == count,
                           .rows = {pixels, width, channels, (uint32_t)y0, (uint32_t)rows}};
     }
-    unsigned char *z = NULL;
-    size_t z_size = 0;
-    if (gf_deflate_bands(bands, count, level, encode_threads(), filter_rows, &z, &z_size) == 0) {
-        free(filtered);
-        filtered = NULL;
-        r = write_container(width, height, channels, z, z_size, out, out_size);
-        free(z);
+    container c = {.width = width, .height = height, .channels = channels};
+    const gf_zlib_sink sink = {container_begin, container_put, &c};
+    if (gf_deflate_bands(bands, count, level, encode_threads(), filter_rows, &sink) == 0) {
+        c.at = put_chunk(c.at, "IEND", NULL, 0);
+        *out = c.png;
+        *out_size = (size_t)(c.at - c.png);
+        r = 0;
+    } else {
+        free(c.png);
     }
 done:
     free(filtered);

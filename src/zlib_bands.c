@@ -418,34 +418,28 @@ static unsigned char zlib_flags(int level)
     return (unsigned char)(flg + (31 - (0x78 * 256 + flg) % 31) % 31);
 }
 
-/* Join the bands' deflate data into one zlib stream. */
-static int join_bands(const band *bands, size_t count, int level, unsigned char **out, size_t *out_size)
+/* Join the bands' deflate data into one zlib stream, into the sink. */
+static int join_bands(const band *bands, size_t count, int level, const gf_zlib_sink *sink)
 {
     size_t total = 2 + 4;
     for (size_t i = 0; i < count; i++)
         total += bands[i].out_size;
-    unsigned char *z = gf_malloc_large(total);
-    if (!z) {
-        gf_set_error("out of memory for the PNG data");
+    const unsigned char header[2] = {0x78, zlib_flags(level)};
+    if (sink->begin(sink->ctx, total) < 0 || sink->put(sink->ctx, header, 2) < 0)
         return -1;
-    }
-    z[0] = 0x78;
-    z[1] = zlib_flags(level);
-    size_t at = 2;
     uint32_t adler = 1;
     for (size_t i = 0; i < count; i++) {
-        memcpy(z + at, bands[i].out, bands[i].out_size);
-        at += bands[i].out_size;
+        if (sink->put(sink->ctx, bands[i].out, bands[i].out_size) < 0)
+            return -1;
         adler = i ? gf_adler32_combine(adler, bands[i].adler, bands[i].size) : bands[i].adler;
     }
-    gf_put_be32(z + at, adler);
-    *out = z;
-    *out_size = total;
-    return 0;
+    unsigned char trailer[4];
+    gf_put_be32(trailer, adler);
+    return sink->put(sink->ctx, trailer, 4);
 }
 
 int gf_deflate_bands(gf_zlib_band *bands, size_t count, int level, int threads,
-                     gf_band_fill fill, unsigned char **out, size_t *out_size)
+                     gf_band_fill fill, const gf_zlib_sink *sink)
 {
     band_work w = {bands, count, level, fill, 0};
     run_bands(&w, threads);
@@ -458,10 +452,33 @@ int gf_deflate_bands(gf_zlib_band *bands, size_t count, int level, int threads,
     else if (failed == 2)
         gf_set_error("internal error: a deflate band could not be joined");
     else
-        r = join_bands(bands, count, level, out, out_size);
+        r = join_bands(bands, count, level, sink);
     for (size_t i = 0; i < count; i++)
         free(bands[i].out);
     return r;
+}
+
+/* A sink into one malloc'ed buffer. */
+typedef struct {
+    unsigned char *data;
+    size_t size;
+} buffer_sink;
+
+static int buffer_begin(void *ctx, size_t total)
+{
+    buffer_sink *b = ctx;
+    b->data = gf_malloc_large(total);
+    if (!b->data)
+        gf_set_error("out of memory for the PNG data");
+    return b->data ? 0 : -1;
+}
+
+static int buffer_put(void *ctx, const unsigned char *data, size_t size)
+{
+    buffer_sink *b = ctx;
+    memcpy(b->data + b->size, data, size);
+    b->size += size;
+    return 0;
 }
 
 int gf_png_zlib_bands(const unsigned char *data, size_t size, size_t band_size, int level,
@@ -479,9 +496,17 @@ int gf_png_zlib_bands(const unsigned char *data, size_t size, size_t band_size, 
         bands[i].size = count == 1 ? size : (i + 1 == count ? size - at : band_size);
         bands[i].last = i + 1 == count;
     }
-    const int r = gf_deflate_bands(bands, count, level, threads, NULL, out, out_size);
+    buffer_sink b = {NULL, 0};
+    const gf_zlib_sink sink = {buffer_begin, buffer_put, &b};
+    const int r = gf_deflate_bands(bands, count, level, threads, NULL, &sink);
     free(bands);
-    return r;
+    if (r < 0) {
+        free(b.data);
+        return -1;
+    }
+    *out = b.data;
+    *out_size = b.size;
+    return 0;
 }
 
 #endif

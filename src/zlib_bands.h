@@ -33,11 +33,19 @@ typedef struct {
 /* Writes a band's data from its rows (the PNG row filters); 0 or -1. */
 typedef int (*gf_band_fill)(const gf_band_rows *rows, unsigned char *out);
 
+/* Where the joined zlib stream goes: begin(ctx, total bytes) once, then
+ * put(ctx, ...) of every piece in order; each 0, or -1 with the error set. */
+typedef struct {
+    int (*begin)(void *ctx, size_t total);
+    int (*put)(void *ctx, const unsigned char *data, size_t size);
+    void *ctx;
+} gf_zlib_sink;
+
 /* Deflate the bands on up to 'threads' threads (fill, if not NULL, first
- * makes a band's data) and join them into a zlib stream in a malloc'ed
- * *out. 0, or -1 with the error set. */
+ * makes a band's data) and join them into one zlib stream, given to sink
+ * piece by piece (no copy of the whole). 0, or -1 with the error set. */
 int gf_deflate_bands(gf_zlib_band *bands, size_t count, int level, int threads,
-                     gf_band_fill fill, unsigned char **out, size_t *out_size);
+                     gf_band_fill fill, const gf_zlib_sink *sink);
 
 /* The zlib stream of data deflated in bands of band_size bytes (the last
  * one shorter) on up to 'threads' threads. Returns 0, or -1 with the error
