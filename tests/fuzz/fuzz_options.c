@@ -35,9 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int status = gf_parse_options(argc, argv, &job);
     if (status != -1 && status != 0 && status != GF_EXIT_FILE && status != GF_EXIT_USAGE)
         abort();
-    /* a job to run always has somewhere to read and something to produce */
+    /* a job to run always has somewhere to read and something to produce
+     * (--tile sweep: its table) */
     if (status == -1 && job.action == GF_ACTION_RUN && !job.batch &&
-        (!job.input || (!job.output && !job.stats)))
+        (!job.input || (!job.output && !job.stats && !job.tile_sweep)))
         abort();
     if (status == -1 && job.action == GF_ACTION_RUN && job.batch &&
         ((job.input_count == 0 && !job.files_from) || (!job.output_dir && !job.stats)))
