@@ -87,9 +87,12 @@ HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c i
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
-# (compiling conv2d.cu takes minutes).
+# (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
+# their host-side planning, seconds).
 KERNEL_BUILD = build
-KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o histogram.o reduce.o scan.o lut.o)
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o histogram.o reduce.o scan.o lut.o)
+# the conv2d family headers (kernels/conv2d_*.cuh) both conv2d objects include
+CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
 .PHONY: all demo test test-unit test-cli test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png
@@ -142,7 +145,7 @@ $(BUILD)/obj/nvjpeg_codec.o: CPPFLAGS += $(NVJPEG_CFLAGS)
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
-$(KERNEL_BUILD)/obj/conv2d.o: kernels/conv2d_mma.cuh kernels/conv2d_stream.cuh
+$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o: $(CONV2D_HEADERS)
 
 $(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 	mkdir -p $@

@@ -1,5 +1,4 @@
-/* conv2d_mma.cuh - version 4's tensor-core path (kMma4, included by
- * conv2d.cu): masks of M x M, 11 <= M <= 31, that factor as a column times
+/* conv2d_mma.cuh - version 4's tensor-core path (kMma4): masks of M x M, 11 <= M <= 31, that factor as a column times
  * a row of integer weights 0..255 (sampled Gaussians), gray and RGBA.
  *
  * Both 1-D passes are products of 8-bit integer matrices on the tensor
@@ -49,96 +48,30 @@
  * tile's copies as soon as the row pass is done, so that the copies run
  * beside the column pass and the stores.
  *
- * Version ladder (8192x8192, H100, bench/RESULTS.md):
- *   1 one tile a block, loads then passes: gray 31x31 0.27 ms, RGBA 1.0
- *     (measured alone, one input, not rotated; a division per output, 4
- *     blocks an SM)
- *   2 the finish from the biased sum (FFMA), pieces of 16 bytes copied
- *     and only the edge pieces gathered byte by byte, 3 blocks an SM
- *     (80 registers): gray 0.167, RGBA 0.68
- *   3 a persistent grid, the next tile's rows copied during the passes,
- *     two n-tiles an item (two chains of mma): gray 0.149-0.160, RGBA
- *     15x15 0.53 (measured alone); in the bench, inputs
- *     rotated: gray 15x15 0.177 ms, 31x31 0.173, RGBA 0.620, 0.738
- *     (25-31% of the copy; the separable integer path 0.290 and 1.193 at
- *     15x15, version 3 0.733 and 1.985 at 31x31).
- *   4 (sixteenth round, measured alone on an H200: gray 31x31 at 128x64
- *     0.147 -> 0.101 ms, gray 15x15 0.143 -> 0.090 at 256x64, RGBA 31x31
- *     at 32x64 0.681 -> 0.474, RGBA 15x15 0.527 -> 0.399 at 64x64; ncu
- *     on gray 31x31: 77 M warp instructions -> 50 M): the tile
- *     coordinates stepped (two 64-bit divisions a tile gone), the row sums
- *     in byte planes read by ldmatrix (no PRMT), the finisher chosen once
- *     a tile (no branch an output), constant address steps in both passes,
- *     the copies a piece a thread with the edge pieces gathered a byte a
- *     thread (no divergent warp), one buffer (3 blocks an SM at 32x64 RGBA
- *     31x31, which had 2).
- *   5 (seventeenth round, measured alone on an H100, three runs each: gray
- *     15x15 at 256x64 0.092-0.095 -> 0.089-0.090 ms, gray 31x31 at 128x64
- *     0.105-0.107 -> 0.101-0.102, RGBA 15x15 at 64x64 0.409-0.414 ->
- *     0.399-0.401, RGBA 31x31 at 32x64 0.480-0.482 -> 0.453-0.456): the
- *     row pass's sums leave by one stmatrix an item (4 words: 4 rows' low
- *     bytes, their high bytes, of two output bytes) instead of eight 16-bit
- *     stores, its n-tiles' rows interleaved so that a lane holds 4
- *     consecutive rows. The same in the column pass (stmatrix .x2 of the
- *     output bytes, 3 PRMT where 2 were) was no faster: 1.1% slower to 1.0%
- *     faster by shape.
- *   6 (twenty-second round, in the bench on an H100, inputs rotated): a
- *     finisher for odd scales with outputs in range, MODE_DIV_ODD's FADD
- *     and FFMA instead of conv2d_value's division (ncu, gray 15x15 of
- *     scale 15625: 54.3 M warp instructions -> 36.9 M, 96 -> 78 us): gray
- *     15x15 0.098 -> 0.081 ms, RGBA 0.417 -> 0.342; gray box masks of
- *     11x11 to 31x31 now come here first (box31 0.113 -> 0.099).
- *   7 (twenty-sixth round, tried, not kept; standalone, beside this kernel
- *     in one run, H100, 8192x8192, inputs rotated): a block walks down a
- *     strip of 128 or 256 bytes, 16 rows a step, the row sums of the last
- *     4 steps in a ring, so that no halo row is fetched or summed twice:
- *     RGBA 31x31 0.47-0.48 ms against 0.436-0.440, gray 31x31 0.110
- *     against 0.101, RGBA 15x15 0.40 against 0.33 (the best of 1 to 5
- *     steps fetched ahead, the row pass of step t + 2 beside the column
- *     pass of t, 1 or 2 m-tiles a warp, 2 or 3 blocks an SM). A step
- *     gives a warp 1 or 2 items between barriers where a tile gives it
- *     ~10: the chain of a step's items, not the halo, sets the pace.
- *     Kept instead: RGBA's automatic tile the tallest that holds two
- *     blocks an SM (conv2d_preferred_tile): 31x31 at 32x128 0.419-0.430
- *     ms against 32x64's 0.449-0.455, 15x15 at 64x96 0.324 against 64x64's
- *     0.339-0.344.
- *   8 (twenty-seventh round, in the bench on an H100, inputs rotated; RGBA
- *     27x27 to 31x31): the row pass on channel planes: a lane's 16
- *     ldmatrix words (pixels 4 s + q of a window of 64) are transposed by
- *     4 PRMT per 4 words into two channels' bytes, the A fragments taking
- *     that order of K; an item is 32 pixels, 16 rows and two channels, 16
- *     mma where the interleaved pass takes 40; the row sums by channel, 32
- *     bytes between the channels' rows. 31x31 0.422 -> 0.397-0.400 ms at
- *     32x128 with 80 registers (24 B spilled); at __launch_bounds__(256, 2)
- *     (128 registers, no spill, 2 blocks an SM at any tile, so the rule's
- *     tile is 64x64) 0.393 at 64x64, 0.387-0.402 at 32x128, and the tool's
- *     sweep (alpha copied) 0.415 against 0.430-0.438 at 80 registers. In
- *     the bench's table 0.420 -> 0.392 ms, 43.7% -> 46.6% of the copy.
- *   9 (twenty-eighth round, in the bench on an H100, inputs rotated; the
- *     planar tiles): the outputs in the row sums' low plane (output row r
- *     of byte column c in that column's row r ^ c, mod 16: distinct banks
- *     for the column pass's stores and the block's reads), the next tile's
- *     copies issued right after the row pass: RGBA 31x31 at 64x64 0.394-
- *     0.399 -> 0.360-0.361 ms, 0.390-0.391 -> 0.352-0.353 with alpha
- *     filtered in the tool's sweep, 0.417-0.420 -> 0.410-0.412 with alpha
- *     copied (ncu: stalls on long scoreboard 1.67 -> 0.32 cycles an issued
- *     instruction, no eligible warp 56% -> 48% of the cycles, DRAM 45% ->
- *     51%). The same for every tensor-core tile, 8 threads on 8 rows of a
- *     piece in the stores (a warp 8 rows of 64 bytes), was slower: gray
- *     31x31 0.099 -> 0.106, RGBA 15x15 0.323 -> 0.349, RGBA 31x31 with
- *     alpha copied 0.411-0.414 -> 0.472-0.476; not kept for them.
- *     Twenty-ninth round: a __syncwarp between the column pass's loads
- *     and its stores over them (racecheck: the order had held only by the
- *     compiler's choice), in the planar kernels' code at compile time: 110
- *     registers, 0.354-0.358 -> 0.355-0.358 ms; behind outs_in_mid 128
- *     registers, 24 B spilled, 0.358-0.362 -> 0.381-0.382.
- *  10 (thirty-first round, in the bench on an H100, inputs rotated, two
- *     rounds side by side in one call): gray from 19x19 (two chunks of K
- *     in the column pass) at four blocks an SM, registers 70 -> 64, no
- *     spill, the tile 128x64 as before (conv2d_mma_min_blocks): gaussian31
- *     0.100-0.101 -> 0.097 ms (50.7-51.5% -> 53.5-53.7% of the copy), box31
- *     0.102-0.103 -> 0.098. Gray 11x11 to 17x17 stay at three: at four the
- *     occupancy rule moved them from 256x64 to 128x64, about 5% slower.
+ * Choices that are not obvious (the measurements are in bench/RESULTS.md):
+ *   - The finish works on the biased sum (an FFMA), chosen once a tile,
+ *     with MODE_DIV_ODD's FADD and FFMA for odd scales in range, so no
+ *     output divides or branches.
+ *   - The row sums leave the row pass by one stmatrix an item (4 rows' low
+ *     bytes and high bytes of two output bytes), an item's n-tiles' rows
+ *     interleaved so that a lane holds 4 consecutive rows.
+ *   - RGBA from 27x27 takes the row pass on channel planes: a lane's 16
+ *     ldmatrix words are transposed by PRMT into two channels' bytes, the
+ *     A fragments built for that order of K; an item is 32 pixels, 16 rows
+ *     and two channels, 16 mma where the interleaved pass takes 40. Its
+ *     tiles put the outputs into the row sums' low plane (output row r of
+ *     byte column c in that column's row r ^ c, mod 16: distinct banks for
+ *     the column pass's stores and the block's reads) and issue the next
+ *     tile's copies right after the row pass; for the other tiles that
+ *     order was slower, so they keep one buffer and the outputs over the
+ *     input rows. A __syncwarp separates the column pass's loads from its
+ *     stores over them.
+ *   - Tiles, not strips: a block walking a strip with the last steps' row
+ *     sums in a ring (no halo row fetched twice) gives a warp 1 or 2 items
+ *     between barriers where a tile gives it ~10, and the chain of a
+ *     step's items set the pace; it was slower. RGBA's automatic tile is
+ *     the tallest that holds two blocks an SM (conv2d_preferred_tile).
+ *   - Blocks an SM: conv2d_mma_min_blocks.
  *
  * Roofline budget: bytes as every conv2d kernel (C read + C written a
  * pixel; the halo rows and columns come again from L2, (TW + M - 1)(TH +
@@ -149,10 +82,14 @@
  * RGBA's ~15 M of them take ~55 us against the copy's ~180 us, gray's ~4 M
  * ~15 us against ~50: neither the tensor cores nor memory is the bound,
  * the issue of the ~0.75 instruction a pixel (ldmatrix, mma, the finish,
- * the copies) and the latency between a tile's phases are (ncu, RGBA
- * 31x31 on planes, version 8: issue 41% busy, 0.75 eligible warps a
- * scheduler, no eligible warp 56% of the cycles, DRAM 45%; version 9: 0.92
- * eligible warps, none 48% of the cycles, DRAM 51%). */
+ * the copies) and the latency between a tile's phases are. */
+
+#ifndef GF_KERNELS_CONV2D_MMA_CUH
+#define GF_KERNELS_CONV2D_MMA_CUH
+
+#include "conv2d_common.cuh"
+
+namespace {
 
 /* 9x9 keeps the separable integer path (kSeparable4), which this one was
  * not measured against; box masks take their running or prefix sums, but
@@ -700,3 +637,65 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
     }
 }
 
+/* Blocks of 256 threads an SM the registers must allow (__launch_bounds__).
+ * The warps wait on the chain of a tile's phases, so more blocks an SM
+ * cover more of it. The row pass on channel planes (RGBA from 27x27) holds
+ * two at 110 registers: at three (80) it spilled 24 B and ran 1-5% slower
+ * (bench/RESULTS.md). Gray from 19x19 (two chunks of K
+ * in the column pass) holds four at 64 registers, no spill: its 128x64
+ * tiles (46 KB) fit four, and the occupancy rule gives it 128x64 either
+ * way (256x64 needs 86 KB). Gray below 19x19 keeps three and its 256x64
+ * (65 KB): at four the occupancy rule would move it to 128x64, which ran
+ * slower. */
+__host__ __device__ constexpr int conv2d_mma_min_blocks(int C, int M)
+{
+    return conv2d_mma_planar(C, M) ? 2 : C == 1 && conv2d_mma_column_chunks(M) > 1 ? 4 : 3;
+}
+
+/* Masks of 11x11 to 31x31 that factor as a column times a row of integers
+ * 0..255 whose sums stay in 16 bits (the row's weights sum to at most 257),
+ * gray and RGBA: both passes as 8-bit integer products on the tensor cores
+ * (conv2d_mma.cuh), the sums exact, then the separable integer path's
+ * scaling of the float 2^23 + 2^22 + S: for masks prescaled without an
+ * offset one FFMA (and a clamp above unless in range); for masks divided
+ * by an odd integer d with outputs in range (the bench's gaussian15, whose
+ * scale is 15625, and on gray the box masks, which the plan gives this
+ * path first) MODE_DIV_ODD's FADD and FFMA (S < 2^22: the plan checks
+ * 255 d < 2^22); else conv2d_value.
+ * A persistent grid: each block builds its Toeplitz fragments once and walks
+ * tiles, as many blocks as an SM holds (conv2d_mma_min_blocks). */
+template <int C, int CF, int M>
+__global__ void __launch_bounds__(kMaxThreads, conv2d_mma_min_blocks(C, M))
+    conv2d_mma_kernel4(const __grid_constant__ fast_args<16> a)
+{
+    const fast_header &h = a.h;
+    const bool div = h.mode == MODE_DIV;
+    const float mul = div ? 1.0f : 1.0f / h.scale[0];  /* a power of two where prescaled */
+    const float sub = -12582912.0f * mul, top = sub + kMagic;
+    /* The sums are >= 0 (weights and bytes), so the prescaled mode without an
+     * offset needs no lower clamp, nor an upper one in range (kInRange, set
+     * by the plan: the weights' total at most the scale). */
+    const int pick = h.mode == MODE_PRESCALED_NO_OFFSET + kInRange ? 0
+                     : h.mode == MODE_PRESCALED_NO_OFFSET           ? 1
+                     : div                                          ? 2
+                     : h.mode == MODE_DIV_ODD + kInRange            ? 4
+                                                                    : 3;
+    auto word = [&](int i) { return __float_as_uint(a.w[i]); };
+    auto in_range = [&](float t) { return __float_as_uint(__fmaf_rn(t, mul, top)); };
+    auto clamped = [&](float t) { return __float_as_uint(fminf(__fmaf_rn(t, mul, top), kMagic + 255.0f)); };
+    auto divided = [&](float t) {
+        const float sum[1] = {__fmaf_rn(t, mul, sub)};
+        return __float_as_uint(conv2d_value<MODE_DIV, COMB_SUM, 1>(sum, h));
+    };
+    auto any = [&](float t) {
+        const float sum[1] = {__fmaf_rn(t, mul, sub)};
+        return __float_as_uint(conv2d_value<MODE_PRESCALED, COMB_SUM, 1>(sum, h));
+    };
+    /* conv2d_div_odd's finish: t - 2^23 - 2^22 is S exactly */
+    auto odd = [&](float t) { return __float_as_uint(__fmaf_rn(__fadd_rn(t, -12582912.0f), mul, kMagic)); };
+    conv2d_mma_body<C, CF, M>(h, word, pick, in_range, clamped, divided, any, odd);
+}
+
+}  /* namespace */
+
+#endif /* GF_KERNELS_CONV2D_MMA_CUH */

@@ -1,29 +1,21 @@
-/* conv2d_stream.cuh - version 4's row streams: 3x3 masks that factor as a
- * column times a row of small integers (gaussian3, box3), gray and RGBA,
- * in 16-bit lanes. Included by conv2d.cu inside its namespace, after the
- * tensor-core path; see the ladder there (twenty-third round) and
- * bench/RESULTS.md.
+/* conv2d_stream.cuh - version 4's row streams (kStream4): 3x3 masks that
+ * factor as a column times a row of small integers with outputs in range
+ * (gaussian3, box3), gray and RGBA rows of whole 16-byte words, in 16-bit
+ * lanes.
  *
- * Why: the direct kernel's 3x3 loops ran at 79-80% (gray) and 86-87%
- * (RGBA) of the copy, their time set by how fast each thread's ring of
- * rows could be fed, not by their bytes (ncu: gray read 4% over the image
- * at 63% of the DRAM's peak). Here each thread owns 16 bytes of a row, a
- * group of tile_width * C / 16 adjacent threads a band of a tile's width,
- * and each thread walks kStreamRows4 rows down (or up) its column: one
- * 16-byte load and one 16-byte store a row, like a copy, the left and
- * right neighbours of its bytes from the lanes beside it (shuffles), the
- * group's edge lanes loading one pixel more. Bands walk down and up in
- * turn, so that the halo rows two bands share are read by both at about
- * the same time (L2 hits, as the prefix sums' strips, nineteenth round).
- * Each batch of kStreamAhead4 rows loaded also prefetches the next batch's
- * rows into L2: the registers hold two rows ahead (64 a thread, 1024
- * threads an SM; a third row spilled), the prefetches put more in
- * flight without one (twenty-fourth round: the next batch's first row;
- * thirty-second round: both of its rows). Bands are 8 rows (16 until the
- * thirty-second round), which ran faster on RGBA and gray alike; the
- * figures are in conv2d.cu's ladder. The gain kept its share from 4096 to
- * 16384 rows, so it is not the grid's last wave; the cause was not
- * profiled.
+ * Why: the direct kernel's 3x3 loops are bound by how fast each thread's
+ * ring of rows can be fed, not by their bytes. Here each thread owns 16
+ * bytes of a row, a group of tile_width * C / 16 adjacent threads a band of
+ * a tile's width, and each thread walks kStreamRows4 rows down (or up) its
+ * column: one 16-byte load and one 16-byte store a row, like a copy, the
+ * left and right neighbours of its bytes from the lanes beside it
+ * (shuffles), the group's edge lanes loading one pixel more. Bands walk
+ * down and up in turn, so that the halo rows two bands share are read by
+ * both at about the same time (L2 hits). Each batch of kStreamAhead4 rows
+ * loaded also prefetches the next batch's rows into L2: the registers hold
+ * two rows ahead (64 a thread, 1024 threads an SM; a third row spilled),
+ * the prefetches put more in flight without one. Bands are 8 rows, which
+ * ran faster than 16 on RGBA and gray alike (bench/RESULTS.md).
  *
  * Arithmetic: bytes unpacked into 16-bit lanes of 32-bit registers (PRMT:
  * gray pixels 4k, 4k+2 and 4k+1, 4k+3; RGBA channels R, B and G, A), the
@@ -37,8 +29,13 @@
  * for t < 2^16 (the error of the multiplier stays below 2^-15 < 1 / d, and
  * an odd d has no ties). Outputs in range (kInRange: no negative weight,
  * their sum at most the scale), so no clamp. */
+#ifndef GF_KERNELS_CONV2D_STREAM_CUH
+#define GF_KERNELS_CONV2D_STREAM_CUH
 
-constexpr int kStream4 = kMma4 + 1;  /* + the weights' shape (kStreamBinomial...) */
+#include "conv2d_common.cuh"
+
+namespace {
+
 constexpr int kStreamRows4 = 8;  /* rows a thread walks: its tile's height is a multiple */
 constexpr int kStreamAhead4 = 2;  /* rows loaded before the outputs that need them */
 /* Threads a block may have: the register cap of one block of 1024 an SM is
@@ -129,7 +126,7 @@ __device__ __forceinline__ unsigned conv2d_stream_sum4(unsigned x, unsigned y, u
         return x * w0 + y * w1 + z * w2;
 }
 
-/* rint(t / scale) in both lanes of t, into bytes 0 and 2 (see above). */
+/* rint(t / scale) in both lanes of t, into bytes 0 and 2 (see the top of this file). */
 template <int MODE4>
 __device__ __forceinline__ unsigned conv2d_stream_round4(unsigned t, unsigned f0, unsigned f1, unsigned f2)
 {
@@ -282,3 +279,7 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 1) conv2d_stream_kernel4(co
         }
     }
 }
+
+}  /* namespace */
+
+#endif /* GF_KERNELS_CONV2D_STREAM_CUH */

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* ---- conv2d.cu ------------------------------------------------------------- */
+/* ---- conv2d.cu, conv2d_plan.cu ---------------------------------------------- */
 
 #define CONV2D_VERSIONS 5  /* 0 naive, 1 tiled, 2 blocked, 3 separable, 4 direct (conv2d.cu) */
 
@@ -48,7 +48,7 @@ typedef struct {
      *     weights required; RGB has no 7x7): one tile per block, each
      *     thread R rows x Q columns (R = 32 from 9x9 on, 16 for RGBA 5x5,
      *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
-     *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu):
+     *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu's table):
      *     tile_width a multiple of Q, tile_height of R, at most 256
      *     threads per block. Its prefix sums of box masks (gray 9x9,
      *     and larger at the tiles the tensor cores cannot run; RGBA from
@@ -101,7 +101,7 @@ const char *conv2d_version_name(int version);
  * tile_width above). */
 int conv2d_supports(int version, const conv2d_launch *p);
 /* Which integer path version 4 runs this launch on (1 or 4 channels; see
- * conv2d.cu): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
+ * conv2d_direct.cuh): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
  * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
  * masks that factor as an integer column times a row of -128..127 (its
  * binomial and box kernels included, the running sums and prefix sums of

@@ -15,7 +15,7 @@
 
 typedef enum { GF_BACKEND_AUTO = 0, GF_BACKEND_CPU, GF_BACKEND_CUDA, GF_BACKEND_REFERENCE } gf_backend_kind;
 
-/* Kernel versions on the conv2d ladder (kernels/conv2d.cu). */
+/* Kernel versions on the conv2d ladder (kernels/conv2d.cu: the ladder; conv2d_*.cuh: the families). */
 typedef enum {
     GF_CONV_NAIVE = 0,
     GF_CONV_TILED = 1,

@@ -1,0 +1,1320 @@
+/* conv2d_plan.cu - the host side of the 2-D correlation: kernels.h's
+ * conv2d_* functions. For versions 2 to 4 a plan picks the instantiation
+ * (conv2d_variants, from conv2d.cu: the only way to the kernels), the
+ * block, the shared memory and the grid, and packs the weights and the
+ * header the kernel reads; versions 0 and 1 launch with the tile as block.
+ *
+ * Planning runs on every launch, so the device queries it needs (SM count,
+ * occupancy, the tensor cores' PTX version) are cached per host thread; a
+ * query that fails, or an error pending from earlier work, makes the plan
+ * take its device-independent choice instead. The family headers are
+ * included for their sizing rules (rows a thread, ring slots, shared bytes),
+ * which the plan and the kernels must agree on; no kernel is instantiated
+ * here. */
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "conv2d_tiled.cuh"
+#include "conv2d_direct.cuh"
+#include "conv2d_scan.cuh"
+#include "conv2d_mma.cuh"
+#include "conv2d_stream.cuh"
+#include "conv2d_plan.cuh"
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+/* The last N answers of a host-side query (each user keeps one static
+ * thread_local): the first entry a predicate accepts, or the oldest slot
+ * for a new answer. */
+template <class Entry, int N>
+struct conv2d_recent {
+    Entry entries[N];
+    int count = 0, next = 0;
+
+    template <class Match>
+    const Entry *find(Match match) const
+    {
+        for (int i = 0; i < count; i++)
+            if (match(entries[i]))
+                return &entries[i];
+        return nullptr;
+    }
+    Entry &add()
+    {
+        Entry &e = entries[next];
+        next = (next + 1) % N;
+        count = count < N ? count + 1 : N;
+        return e;
+    }
+};
+
+/* The shared-memory opt-in of a kernel that needs more than 48 KB: its
+ * limit raised to all that a block of the device may have (less its static
+ * shared memory), never to the launch's own bytes. The limit belongs to the
+ * kernel, not to a launch, and the batch's workers choose tiles and launch
+ * at the same time: one setting it to a candidate tile's bytes while
+ * another launched with more failed that launch ("invalid argument"). Once
+ * per kernel and device in each host thread. */
+extern "C" cudaError_t conv2d_allow_shared(const void *entry, size_t shared)
+{
+    struct raised {
+        const void *entry;
+        int dev;
+    };
+    static thread_local conv2d_recent<raised, 32> done;
+    if (shared <= 48 * 1024)
+        return cudaSuccess;
+    int dev = 0, optin = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess)
+        return err;
+    if (done.find([&](const raised &r) { return r.entry == entry && r.dev == dev; }))
+        return cudaSuccess;
+    cudaFuncAttributes fa;
+    if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess ||
+        (err = cudaFuncGetAttributes(&fa, entry)) != cudaSuccess ||
+        (err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    optin - (int)fa.sharedSizeBytes)) != cudaSuccess)
+        return err;
+    done.add() = raised{entry, dev};
+    return cudaSuccess;
+}
+
+/* Device queries made while planning. An error already pending from
+ * earlier work is left for its owner to report: with one pending, no query
+ * is made and the plan takes its device-independent choice. A query's own
+ * failure is cleared, so that the launch does not report it. */
+static bool conv2d_error_pending()
+{
+    return cudaPeekAtLastError() != cudaSuccess;
+}
+
+static bool conv2d_query_failed()
+{
+    cudaGetLastError();
+    return false;
+}
+
+/* Test hook (GPUFILTER_TEST_FAULT=query): every planning query fails. */
+static bool conv2d_queries_fail = false;
+
+extern "C" void conv2d_fail_queries(int fail)
+{
+    conv2d_queries_fail = fail != 0;
+}
+
+/* The current device and its SM count; false when they cannot be known. */
+static bool conv2d_device_sms(int *dev, int *sms)
+{
+    if (conv2d_queries_fail || conv2d_error_pending())
+        return false;
+    if (cudaGetDevice(dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *dev) != cudaSuccess)
+        return conv2d_query_failed();
+    return *sms > 0;
+}
+
+namespace {
+
+const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws,
+                                  unsigned zero = 0, int mode = kModeAny)
+{
+    for (int i = 0; i < conv2d_variant_count; i++) {
+        const conv2d_variant &v = conv2d_variants[i];
+        if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M &&
+            v.ws == ws && v.zero == zero && v.mode == mode)
+            return &v;
+    }
+    return NULL;
+}
+
+/* CONV2D_GRADIENT_ZEROS when a 3x3 pair has the Sobel/Prewitt/Scharr zero
+ * taps (the instantiations that leave them out), else 0. */
+unsigned conv2d_gradient_zeros(const conv2d_launch *p, int K, int mw)
+{
+    if (!p->host_weights || mw != 3 || p->mask_height != 3 || K != 2)
+        return 0;
+    unsigned zeros = 0;
+    for (int i = 0; i < 18; i++)
+        zeros |= p->host_weights[i] == 0.0f ? 1u << i : 0u;
+    return (zeros & CONV2D_GRADIENT_ZEROS) == CONV2D_GRADIENT_ZEROS ? CONV2D_GRADIENT_ZEROS : 0u;
+}
+
+/* The channels a kernel computes: all of them, or RGB of RGBA when alpha is
+ * copied; a smaller channels_filtered runs on the full kernel and copies
+ * byte by byte (no built-in path asks for one). */
+int conv2d_cf_template(int channels, int cf)
+{
+    return channels == 4 && cf <= 3 ? 3 : channels;
+}
+
+bool conv2d_power_of_two(float s)
+{
+    int e;
+    const float m = frexpf(fabsf(s), &e);
+    return m == 0.5f && e > -100 && e < 100;
+}
+
+/* Whether every matrix's scale is a power of two that can be folded into
+ * its weights exactly (no weight leaves 2^-100 .. 2^100). */
+bool conv2d_prescalable(const conv2d_launch *p, int K, int taps, const float *inv)
+{
+    for (int k = 0; k < K; k++) {
+        if (!conv2d_power_of_two(p->scale[k]))
+            return false;
+        for (int i = 0; i < taps; i++) {
+            const float w = p->host_weights[k * taps + i] * inv[k];
+            if (w != 0.0f && !(fabsf(w) > 0x1p-100f && fabsf(w) < 0x1p100f))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Whether every weight is an integer of -128..127: version 4's DP4A path. */
+bool conv2d_byte_weights(const float *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(w[i] >= -128.0f && w[i] <= 127.0f && w[i] == floorf(w[i])))
+            return false;
+    return true;
+}
+
+/* Whether every weight is an integer of 16 bits and every matrix's sum
+ * stays below 2^22 in magnitude (255 times the sum of |weights|): version
+ * 4's DP2A path, whose accumulators hold the float bias (see conv2d_body4). */
+bool conv2d_short_weights(const float *w, int K, int taps)
+{
+    for (int k = 0; k < K; k++) {
+        double total = 0.0;
+        for (int i = 0; i < taps; i++) {
+            const float v = w[k * taps + i];
+            if (!(v >= -32768.0f && v <= 32767.0f && v == floorf(v)))
+                return false;
+            total += fabs((double)v);
+        }
+        if (255.0 * total >= 4194304.0)
+            return false;
+    }
+    return true;
+}
+
+/* Taps 4j .. 4j + 3 of a row of m integer weights (0 past it) as signed
+ * bytes in one word, stored as the bits of a float. */
+void conv2d_pack_bytes(const float *row, int m, int j, float *out)
+{
+    uint32_t word = 0;
+    for (int b = 0; b < 4; b++)
+        word |= (uint32_t)(uint8_t)(int8_t)(4 * j + b < m ? (int)row[4 * j + b] : 0) << (8 * b);
+    memcpy(out, &word, sizeof word);
+}
+
+/* The integer paths' weights, stored as the bits of float parameters. DP4A
+ * (dp 1): for matrix k, mask row i and window word j, the signed bytes of
+ * taps 4j .. 4j + 3 (0 past the row) in one word. DP2A (dp 2): two words
+ * per window word, taps 4j, 4j + 1 and 4j + 2, 4j + 3 as signed 16-bit
+ * halves. Returns the count. */
+int conv2d_pack_weights(const float *w, int K, int m, int dp, float *out)
+{
+    const int ww = (m + 3) / 4, per = dp == 2 ? 2 : 1;
+    auto tap = [&](int k, int i, int mx) { return mx < m ? (int)w[(k * m + i) * m + mx] : 0; };
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < ww; j++) {
+                float *at = &out[((k * m + i) * ww + j) * per];
+                if (dp != 2) {
+                    conv2d_pack_bytes(&w[(k * m + i) * m], m, j, at);
+                    continue;
+                }
+                for (int h = 0; h < per; h++) {
+                    const uint32_t word = (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h) |
+                                          (uint32_t)(uint16_t)(int16_t)tap(k, i, 4 * j + 2 * h + 1) << 16;
+                    memcpy(&at[h], &word, sizeof word);
+                }
+            }
+    return K * m * ww * per;
+}
+
+/* The separable integer path's parameters (see kSeparable4): the row's
+ * packed words, then the column weights. Returns the count. */
+int conv2d_pack_separable(const float *row, const float *column, int m, float *out)
+{
+    const int ww = (m + 3) / 4;
+    for (int j = 0; j < ww; j++)
+        conv2d_pack_bytes(row, m, j, &out[j]);
+    for (int i = 0; i < m; i++)
+        out[ww + i] = column[i];
+    return ww + m;
+}
+
+/* Whether a column of the separable path is binomial, C(m - 1, i)
+ * (kBinomial4), or all ones (kBox4). */
+bool conv2d_binomial_column(const float *column, int m)
+{
+    long long c = 1;  /* C(m - 1, i): exact, m <= 31 */
+    for (int i = 0; i < m; i++) {
+        if ((double)column[i] != (double)c)
+            return false;
+        c = c * (m - 1 - i) / (i + 1);
+    }
+    return true;
+}
+
+bool conv2d_ones(const float *column, int m)
+{
+    for (int i = 0; i < m; i++)
+        if (column[i] != 1.0f)
+            return false;
+    return true;
+}
+
+/* The kind of kGradients4 a 3x3 pair on RGBA is, or -1: matrix 0 is
+ * +-(u (-1, 0, 1)), the column u = (p, w, p) times the row, matrix 1 the
+ * transpose (the magnitude squares the signs away), both without offsets,
+ * of scale 1 for the integer_sqrt kinds, else of scales that are powers
+ * of two. */
+int conv2d_gradient_kind(const conv2d_launch *p, int C, int K, int mw, int mh)
+{
+    if (C != 4 || K != 2 || mw != 3 || mh != 3 || p->combine != GF_COMBINE_MAGNITUDE ||
+        p->offset[0] != 0.0f || p->offset[1] != 0.0f)
+        return -1;
+    const float *w = p->host_weights;
+    for (int g = 0; g < kGradientKinds4; g++) {
+        const float u[3] = {(float)kGradients4[g].p, (float)kGradients4[g].w, (float)kGradients4[g].p};
+        const float v[3] = {-1.0f, 0.0f, 1.0f};
+        const float sx = w[2] / u[0], sy = w[15] / u[0];  /* the signs: weights 2 and 15 */
+        bool match = (sx == 1.0f || sx == -1.0f) && (sy == 1.0f || sy == -1.0f);
+        for (int i = 0; i < 3 && match; i++)
+            for (int j = 0; j < 3 && match; j++)
+                match = w[i * 3 + j] == sx * u[i] * v[j] && w[9 + i * 3 + j] == sy * v[i] * u[j];
+        if (!match)
+            continue;
+        const bool scales = kGradients4[g].integer_sqrt
+                                ? p->scale[0] == 1.0f && p->scale[1] == 1.0f
+                                : conv2d_power_of_two(p->scale[0]) && conv2d_power_of_two(p->scale[1]);
+        return scales ? g : -1;
+    }
+    return -1;
+}
+
+/* Whether a matrix's outputs stay in 0..255 before the clamp (kInRange):
+ * no negative weight, and their sum at most the scale. */
+bool conv2d_in_range(const float *w, int taps, float scale)
+{
+    double total = 0.0;
+    for (int i = 0; i < taps; i++) {
+        if (!(w[i] >= 0.0f))
+            return false;
+        total += w[i];
+    }
+    return total <= (double)scale;
+}
+
+int conv2d_gcd(int a, int b)
+{
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Integer factors of integer 2-D weights: the row of the largest weight
+ * divided by the gcd of its entries (then every column factor is an integer
+ * too), checked exactly. With them version 3's sums are exact. */
+bool conv2d_integer_factors(const float *w, int mw, int mh, float *row, float *column)
+{
+    int pivot = 0;
+    for (int i = 0; i < mw * mh; i++) {
+        if (w[i] != rintf(w[i]) || fabsf(w[i]) >= 16777216.0f)
+            return false;
+        if (fabsf(w[i]) > fabsf(w[pivot]))
+            pivot = i;
+    }
+    if (w[pivot] == 0.0f)
+        return false;
+    const int py = pivot / mw, px = pivot % mw;
+    int g = 0;
+    for (int x = 0; x < mw; x++)
+        g = conv2d_gcd(g, abs((int)w[py * mw + x]));
+    for (int x = 0; x < mw; x++)
+        row[x] = w[py * mw + x] / (float)g;
+    for (int y = 0; y < mh; y++) {
+        column[y] = w[y * mw + px] / row[px];
+        if (column[y] != rintf(column[y]))
+            return false;
+        for (int x = 0; x < mw; x++)
+            if (column[y] * row[x] != w[y * mw + x])
+                return false;
+    }
+    return true;
+}
+
+/* Shared-memory wavefronts of one warp accessing pixel slots of 'cp' floats
+ * (the bank model: a 16-byte access is served 8 threads at a time, 8-byte
+ * 16 at a time, 4-byte 32 at a time; a phase takes as many wavefronts as
+ * the most distinct words one bank holds). */
+int conv2d_wavefronts(const int *slot, int threads, int cp)
+{
+    const int phase = 32 / cp;
+    int total = 0;
+    for (int p0 = 0; p0 < threads; p0 += phase) {
+        int words[32][32], count[32] = {0}, worst = 1;
+        for (int t = p0; t < p0 + phase && t < threads; t++)
+            for (int f = 0; f < cp; f++) {
+                const int word = slot[t] * cp + f, bank = word & 31;
+                bool seen = false;
+                for (int i = 0; i < count[bank]; i++)
+                    seen = seen || words[bank][i] == word;
+                if (!seen && count[bank] < 32)
+                    words[bank][count[bank]++] = word;
+                if (count[bank] > worst)
+                    worst = count[bank];
+            }
+        total += worst;
+    }
+    return total;
+}
+
+/* The two searches below try 32 strides through conv2d_wavefronts each:
+ * with them a launch call of version 3 took 50 to 130 us of host time in
+ * the bench (version 2: 5 to 20), since conv2d_gpu plans every launch.
+ * Pure functions of their arguments, so their answers are kept per host
+ * thread. */
+struct conv2d_stride_answer {
+    int args[5], stride;
+};
+
+template <class Search>
+static int conv2d_kept_stride(conv2d_recent<conv2d_stride_answer, 16> &known, const int (&args)[5],
+                              Search search)
+{
+    if (const conv2d_stride_answer *a = known.find([&](const conv2d_stride_answer &e) {
+            return memcmp(e.args, args, sizeof args) == 0;
+        }))
+        return a->stride;
+    const int stride = search();
+    conv2d_stride_answer &a = known.add();
+    memcpy(a.args, args, sizeof args);
+    a.stride = stride;
+    return stride;
+}
+
+/* A row stride (in slots) >= 'least' for which warp 0's reads are
+ * conflict-free (or the least bad): thread t reads slot
+ * (t / per_row) * rows_apart * stride + t % per_row. */
+static int conv2d_search_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
+{
+    int best = least, best_cost = 1 << 30;
+    const int n = threads < 32 ? threads : 32;
+    for (int stride = least; stride < least + 32; stride++) {
+        int slot[32];
+        for (int t = 0; t < n; t++)
+            slot[t] = (t / per_row) * rows_apart * stride + t % per_row;
+        const int cost = conv2d_wavefronts(slot, n, cp);
+        if (cost < best_cost) {
+            best = stride;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+int conv2d_row_stride(int least, int per_row, int rows_apart, int threads, int cp)
+{
+    static thread_local conv2d_recent<conv2d_stride_answer, 16> known;
+    return conv2d_kept_stride(known, {least, per_row, rows_apart, threads, cp}, [&] {
+        return conv2d_search_row_stride(least, per_row, rows_apart, threads, cp);
+    });
+}
+
+/* Version 3's ring stride: the row pass writes (thread t: row t / per_row,
+ * columns 8 (t % per_row) + q, swizzled) and the column pass reads (thread
+ * t: row 8 (t / tw), column t % tw, swizzled), both as conflict-free as
+ * possible. */
+static int conv2d_search_ring_stride(int tw, int threads, int cp)
+{
+    const int n = 32 / cp, ln = n == 8 ? 3 : n == 16 ? 4 : 5;
+    auto swz = [&](int x) { return x ^ ((x >> ln) & (n - 1)); };
+    const int least = (tw + n - 1) / n * n, per_row = tw / 8, warp = threads < 32 ? threads : 32;
+    int best = least, best_cost = 1 << 30;
+    for (int stride = least; stride < least + 32; stride++) {
+        int slot[32], cost = 0;
+        for (int q = 0; q < 8; q++) {
+            for (int t = 0; t < warp; t++)
+                slot[t] = (t / per_row) * stride + swz(8 * (t % per_row) + q);
+            cost += conv2d_wavefronts(slot, warp, cp);
+        }
+        for (int t = 0; t < warp; t++)
+            slot[t] = 8 * (t / tw) * stride + swz(t % tw);
+        cost += 8 * conv2d_wavefronts(slot, warp, cp);
+        if (cost < best_cost) {
+            best = stride;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+int conv2d_ring_stride(int tw, int threads, int cp)
+{
+    static thread_local conv2d_recent<conv2d_stride_answer, 16> known;
+    return conv2d_kept_stride(known, {tw, threads, cp, 0, 0},
+                              [&] { return conv2d_search_ring_stride(tw, threads, cp); });
+}
+
+/* Whether s is an odd integer d, 3 <= |d| < 2^22 (MODE_DIV_ODD) */
+static bool conv2d_odd_divisor(float s)
+{
+    const float d = fabsf(s);
+    return d >= 3.0f && d < 0x1p22f && fmodf(d, 2.0f) == 1.0f;  /* exact: no rounding */
+}
+
+/* Whether conv2d_div may divide matrix k's sums by its scale (else
+ * __fdiv_rn): the scale, the largest possible sum (255 times the sum of
+ * |weights|) and its quotient within 2^100 in magnitude, so that no step
+ * overflows, and no nonzero weight below 2^-20, so that a nonzero sum (a
+ * multiple of 2^-44 at least) stays clear of the denormals. */
+static bool conv2d_div_range(const conv2d_launch *p, int k, float inv)
+{
+    const float s = fabsf(p->scale[k]);
+    if (!p->host_weights || !(s >= 0x1p-100f && s <= 0x1p100f))
+        return false;
+    const int taps = p->mask_width * p->mask_height;
+    double total = 0.0, least = 1.0;
+    for (int i = 0; i < taps; i++) {
+        const double w = fabs((double)p->host_weights[k * taps + i]);
+        total += w;
+        if (w != 0.0 && w < least)
+            least = w;
+    }
+    const double top = 255.0 * total;
+    return top < 0x1p100 && top * fabs((double)inv) < 0x1p100 && least >= 0x1p-20;
+}
+
+/* What conv2d_make_plan asks of a mask's host weights, each a scan of every
+ * weight: at 31x31 ~10 us of host time a plan, and every launch plans, as
+ * does the tool's tile choice several times for each candidate tile
+ * (threads, shared bytes, kernel, path). Kept for the last two masks of
+ * each host thread, by value (the weights compared, not their address: a
+ * caller may refill one array), so that a later plan of the same mask
+ * only compares its weights. */
+struct conv2d_mask_facts {
+    int K, mw, mh;
+    float scale[CONV2D_MAX_MATRICES];
+    float weights[CONV2D_MAX_MATRICES * kMaxMask * kMaxMask];
+    bool short_weights;  /* conv2d_short_weights, every matrix */
+    bool byte_weights;   /* conv2d_byte_weights, every matrix */
+    bool factors;        /* conv2d_integer_factors of matrix 0: row, column */
+    bool prescalable;    /* conv2d_prescalable, every matrix */
+    bool in_range;       /* conv2d_in_range of matrix 0 */
+    bool div_range[CONV2D_MAX_MATRICES];
+    float row[kMaxMask], column[kMaxMask];
+};
+
+/* p's facts; p checked by the caller (1..4 matrices of at most kMaxMask
+ * square, host weights given). */
+static const conv2d_mask_facts &conv2d_facts(const conv2d_launch *p)
+{
+    static thread_local conv2d_recent<conv2d_mask_facts, 2> known;
+    const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height, taps = mw * mh;
+    const size_t weight_bytes = (size_t)K * taps * sizeof(float);
+    if (const conv2d_mask_facts *kept = known.find([&](const conv2d_mask_facts &e) {
+            return e.K == K && e.mw == mw && e.mh == mh &&
+                   memcmp(e.scale, p->scale, K * sizeof(float)) == 0 &&
+                   memcmp(e.weights, p->host_weights, weight_bytes) == 0;
+        }))
+        return *kept;
+    conv2d_mask_facts &f = known.add();
+    f.K = K;
+    f.mw = mw;
+    f.mh = mh;
+    memcpy(f.scale, p->scale, K * sizeof(float));
+    memcpy(f.weights, p->host_weights, weight_bytes);
+    float inv[CONV2D_MAX_MATRICES];
+    for (int k = 0; k < K; k++)
+        inv[k] = 1.0f / p->scale[k];
+    f.short_weights = conv2d_short_weights(p->host_weights, K, taps);
+    f.byte_weights = conv2d_byte_weights(p->host_weights, K * taps);
+    f.factors = conv2d_integer_factors(p->host_weights, mw, mh, f.row, f.column);
+    f.prescalable = conv2d_prescalable(p, K, taps, inv);
+    f.in_range = conv2d_in_range(p->host_weights, taps, p->scale[0]);
+    for (int k = 0; k < K; k++)
+        f.div_range[k] = conv2d_div_range(p, k, inv[k]);
+    return f;
+}
+
+/* Blocks of a plan's kernel that the device holds at once: blocks per SM
+ * from the occupancy API times the SMs; 0 when a query fails. Cached per
+ * host thread (conv2d_gpu plans every launch, and the bench times the
+ * launch call). */
+static long long conv2d_resident_blocks(const conv2d_plan &pl, int threads)
+{
+    struct known {
+        const void *entry;
+        int threads, dev;
+        size_t shared;
+        long long blocks;
+    };
+    static thread_local conv2d_recent<known, 16> answers;
+    int dev = 0, sms = 0, per_sm = 0;
+    if (conv2d_queries_fail || conv2d_error_pending())
+        return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return conv2d_query_failed();
+    /* the answer known: no more queries on this path, which every launch takes */
+    if (const known *k = answers.find([&](const known &e) {
+            return e.entry == pl.v->entry && e.threads == threads && e.dev == dev &&
+                   e.shared == pl.shared;
+        }))
+        return k->blocks;
+    if (!conv2d_device_sms(&dev, &sms) || conv2d_allow_shared(pl.v->entry, pl.shared) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl.v->entry, threads, pl.shared) !=
+            cudaSuccess)
+        return conv2d_query_failed();
+    answers.add() = known{pl.v->entry, threads, dev, pl.shared, (long long)per_sm * sms};
+    return (long long)per_sm * sms;
+}
+
+/* Version 4's tiles per block (h.steps), walking down: each thread's rows
+ * go on down its own ring from one tile to the next, so a strip pays the
+ * M - 1 halo rows and the setup once. The count minimises the row steps on
+ * the critical path, waves x (steps x rows + halo), the waves being the
+ * grid over the blocks the device holds at once: on 132 SMs at 3 blocks
+ * each, 8192x8192 gray 3x3 (tile 256x64) goes from 4096 blocks, 11 waves
+ * (the last a third full) of 10 row steps, to 384 blocks, one wave of 90.
+ * Ties go to fewer steps; grid.y stays within 65535. */
+static long long conv2d_steps4(long long grid_x, long long tiles_y, int rows, int halo,
+                               long long resident)
+{
+    long long best = (tiles_y + 65534) / 65535, best_cost = -1;
+    if (best < 1)
+        best = 1;
+    if (resident < 1)
+        return best;
+    for (long long s = best; s <= tiles_y; s++) {
+        const long long blocks = grid_x * ((tiles_y + s - 1) / s);
+        const long long cost = (blocks + resident - 1) / resident * (s * rows + halo);
+        if (best_cost < 0 || cost < best_cost) {
+            best = s;
+            best_cost = cost;
+        }
+        if (blocks <= resident)
+            break;  /* one wave: more steps only make it longer */
+    }
+    return best;
+}
+
+/* Version 4's grid: one tile per block, or, where the grid would run past
+ * the blocks the device holds at once, each block walking down h.steps
+ * tiles (conv2d_steps4) with the columns of threads off the fast path (the
+ * image's edges, whose rows are gathered at a memory latency each) given
+ * to edge blocks ahead of the others, one tile of rows per unit, so that
+ * no strip is latency-bound. Images whose rows are not aligned for the
+ * fast path keep one tile per block. */
+static bool conv2d_strips4(const conv2d_launch *p, conv2d_plan *pl, long long grid_x,
+                           long long tiles_y, int threads)
+{
+    fast_header &h = pl->h;
+    const int C = p->channels, Q = pl->v->Q, P = pl->v->P, M = p->mask_width;
+    /* the columns of threads off the fast path (conv2d_body4's 'fast'):
+     * the first 'left', and those from right0 on */
+    const int sw = conv2d_halo4_words(C, M);
+    const long long cols = (p->width + Q - 1) / Q;             /* columns of threads */
+    const long long left = (4 * sw + Q * C - 1) / (Q * C);     /* x * C < 4 sw */
+    const long long right0 = ((long long)p->width * C - 4 * sw) / (Q * C);  /* then past the row */
+    h.steps = 1;
+    h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
+    if (!conv2d_strips_ok4(C, M, pl->v->ws) || !h.aligned || right0 < left)
+        return tiles_y <= 65535;
+    const long long resident = conv2d_resident_blocks(*pl, threads);
+    if (resident < 1 || grid_x * tiles_y <= resident)
+        return tiles_y <= 65535;
+    const long long edge_cols = left + cols - right0;
+    const long long edge_blocks = (edge_cols * ((p->height + P - 1) / P) + threads - 1) / threads;
+    const long long edge_rows = (edge_blocks + grid_x - 1) / grid_x;
+    const long long steps = conv2d_steps4(grid_x, tiles_y, P, M - 1, resident - edge_blocks);
+    const long long grid_y = edge_rows + (tiles_y + steps - 1) / steps;
+    if (steps < 2 || 2 * edge_blocks >= resident || grid_y > 65535)
+        return tiles_y <= 65535;
+    h.steps = (int)steps;
+    h.edge_rows = (int)edge_rows;
+    h.edge_cols = (int)edge_cols;
+    h.edge_left = (int)left;
+    h.edge_right0 = (int)right0;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)grid_y);
+    return true;
+}
+
+/* Whether a tile suits the prefix sums across a warp (Q pixels a thread):
+ * blocks of whole warps, at most kMaxThreads. */
+static bool conv2d_scan_tile(int Q, int TW, int TH)
+{
+    const int threads = TW / Q * TH;
+    return TW % Q == 0 && TW >= Q && TH >= 1 && threads % 32 == 0 && threads <= kMaxThreads;
+}
+
+/* The prefix sums' grid: one warp for each column of conv2d_scan_outputs
+ * pixels and strip of rows, h.steps rows a warp walks down, in groups of
+ * kScanRows4: as many as conv2d_steps4 finds best for the warps the device
+ * holds at once (each strip's first M - 1 rows feed its sums before its
+ * first output); the blocks in one row of the grid. The strips do not
+ * follow the tile's height: strips of the tile's height can leave a
+ * quarter of the warps the device holds idle. */
+constexpr int kScanRows4 = 8;
+
+static bool conv2d_scan_grid4(const conv2d_launch *p, conv2d_plan *pl, int threads)
+{
+    fast_header &h = pl->h;
+    const int out = conv2d_scan_outputs(p->channels, p->mask_width);
+    const long long columns = (p->width + out - 1) / out, per_block = threads / 32;
+    const long long steps = conv2d_steps4(columns, (p->height + kScanRows4 - 1) / kScanRows4,
+                                          kScanRows4, p->mask_width - 1,
+                                          conv2d_resident_blocks(*pl, threads) * per_block);
+    h.steps = (int)(steps * kScanRows4);
+    h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+    const long long warps = columns * ((p->height + h.steps - 1) / h.steps);
+    pl->grid = dim3((unsigned)((warps + per_block - 1) / per_block), 1);
+    return (warps + per_block - 1) / per_block <= 0x7FFFFFFF;
+}
+
+/* Whether a factored mask's row and column of m weights are both in
+ * 0..255 (the factors are integers already), with their sums. */
+static bool conv2d_byte_factors(const float *row, const float *column, int m, double *row_sum,
+                                double *column_sum)
+{
+    *row_sum = *column_sum = 0.0;
+    for (int i = 0; i < m; i++) {
+        if (!(row[i] >= 0.0f && row[i] <= 255.0f && column[i] >= 0.0f && column[i] <= 255.0f))
+            return false;
+        *row_sum += row[i];
+        *column_sum += column[i];
+    }
+    return true;
+}
+
+/* Whether a factored mask suits the tensor cores (kMma4): the row and the
+ * column of integers 0..255, the row's sums (255 times the row's weights)
+ * in 16 bits. */
+static bool conv2d_mma_weights(const float *row, const float *column, int m)
+{
+    double rows = 0.0, columns = 0.0;
+    return conv2d_byte_factors(row, column, m, &rows, &columns) && 255.0 * rows <= 65535.0;
+}
+
+/* Whether the path's kernels run on the current device with the 8-bit
+ * mma.sync: their code came from PTX of compute capability 8.0 or above
+ * (cudaFuncAttributes' ptxVersion), which also means a device of 8.0 or
+ * above. The default build carries Hopper code and compute_75 PTX: an
+ * Ampere or Ada GPU compiles the kernels from that PTX at start, without
+ * the mma (they would trap), so the path is left to the others there. */
+static bool conv2d_mma_device()
+{
+    static thread_local int known_dev = -1;
+    static thread_local bool known_usable = false;
+    int dev = 0;
+    if (conv2d_queries_fail || conv2d_error_pending())
+        return false;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return conv2d_query_failed();
+    if (dev != known_dev) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, conv2d_find(4, 1, 1, 1, kMmaMinMask, kMma4)->entry) != cudaSuccess)
+            return conv2d_query_failed();
+        known_dev = dev;
+        known_usable = fa.ptxVersion >= 80;
+    }
+    return known_usable;
+}
+
+/* The tiles kMma4 takes: rows of 16 to 256 bytes, a power of two (m-tiles
+ * of 16 bytes, output pieces of 16), and a multiple of 16 rows, at most
+ * 128 (whether the device has the shared memory is the launcher's check,
+ * as for every version: at most 218 KB, RGBA 31x31 at 64x128). */
+static bool conv2d_mma_tile(int C, int TW, int TH)
+{
+    const int bytes = TW * C;
+    return bytes >= 16 && bytes <= 256 && (bytes & (bytes - 1)) == 0 && TH >= 16 && TH <= 128 &&
+           TH % 16 == 0;
+}
+
+/* kMma4's weights: the row's bytes, then from byte 32 the column's, in
+ * 16 words. */
+static int conv2d_pack_mma(const float *row, const float *column, int m, float *out)
+{
+    unsigned char bytes[64] = {0};
+    for (int i = 0; i < m; i++) {
+        bytes[i] = (unsigned char)row[i];
+        bytes[32 + i] = (unsigned char)column[i];
+    }
+    memcpy(out, bytes, sizeof bytes);
+    return 16;
+}
+
+/* kMma4's persistent grid: as many blocks as the device holds at once, at
+ * most one a tile; h.steps the tiles a block walks at most. */
+static bool conv2d_mma_grid(const conv2d_launch *p, conv2d_plan *pl, int threads)
+{
+    const long long tiles = (long long)((p->width + p->tile_width - 1) / p->tile_width) *
+                            ((p->height + p->tile_height - 1) / p->tile_height);
+    const long long resident = conv2d_resident_blocks(*pl, threads);
+    const long long blocks = resident < 1 || resident > tiles ? tiles : resident;
+    pl->h.steps = (int)((tiles + blocks - 1) / blocks);
+    pl->h.edge_rows = pl->h.edge_cols = pl->h.edge_left = pl->h.edge_right0 = 0;
+    pl->grid = dim3((unsigned)blocks, 1);
+    return tiles <= 0x7FFFFFFF;
+}
+
+/* Whether version 4's path dp is one of the row streams' kernels. */
+static bool conv2d_stream4(int dp)
+{
+    return dp >= kStream4 && dp < kStream4 + kStreamShapes;
+}
+
+/* Whether a 3x3 mask that factors, in range, suits the row streams
+ * (kStream4): a column and a row of integers 0..255 whose products' sums
+ * stay in 16-bit lanes (255 * sum(column) * sum(row) < 2^16), scaled by a
+ * power of two up to 2^8 (quick: prescaled, no offset) or by an odd integer
+ * below 2^15 (odd, no offset), gray or RGBA rows of whole 16-byte words
+ * from 16-byte aligned buffers (conv2d_stream.cuh). */
+static bool conv2d_stream_fits(const conv2d_launch *p, const conv2d_mask_facts *facts, bool quick,
+                               bool odd)
+{
+    double rows = 0.0, columns = 0.0;
+    if (!conv2d_byte_factors(facts->row, facts->column, 3, &rows, &columns))
+        return false;
+    const float s = p->scale[0];
+    const bool scale = (quick && s >= 1.0f && s <= 256.0f) || (odd && s < 32768.0f);
+    return scale && 255.0 * rows * columns < 65536.0 && (p->channels == 1 || p->channels == 4) &&
+           (size_t)p->width * p->channels % 16 == 0 &&
+           (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
+}
+
+/* The tiles kStream4 takes: groups of 8, 16 or 32 lanes across, or whole
+ * warps (tile_width * C / 16 threads, a power of two from 8), each lane
+ * kStreamRows4 rows: tile_height a multiple of them. */
+static bool conv2d_stream_tile(int C, int TW, int TH)
+{
+    const int lanes = TW * C / 16;
+    return TW * C % 16 == 0 && lanes >= 8 && (lanes & (lanes - 1)) == 0 && TH >= kStreamRows4 &&
+           TH % kStreamRows4 == 0;
+}
+
+/* kStream4's parameters: the column's weights, the row's (words 0..5),
+ * then the rounding's: a scale 2^k its shift k, the bias 2^(k-1) - 1 and
+ * bit k of each lane (none for k = 0); an odd scale d the multiplier
+ * ceil(2^32 / d) and (d - 1) / 2 (conv2d_stream_round4). */
+static int conv2d_pack_stream(const float *row, const float *column, float scale, float *out)
+{
+    unsigned words[16] = {0};
+    for (int i = 0; i < 3; i++) {
+        words[i] = (unsigned)column[i];
+        words[3 + i] = (unsigned)row[i];
+    }
+    const unsigned d = (unsigned)scale;
+    if (conv2d_power_of_two(scale)) {
+        const int k = log2_of((int)d);
+        words[6] = (unsigned)k;
+        words[7] = k ? ((1u << (k - 1)) - 1u) * 0x10001u : 0u;
+        words[8] = k ? 0x10001u : 0u;
+    } else {
+        words[6] = (unsigned)((0x100000000ULL + d - 1) / d);
+        words[7] = (d - 1) / 2;
+    }
+    memcpy(out, words, sizeof words);
+    return 16;
+}
+
+/* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
+ * 'full' also the header, weights and grid. False when the version cannot
+ * run it. */
+bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool full)
+{
+    const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    const int TW = p->tile_width, TH = p->tile_height;
+    if (C < 1 || C > 4 || K < 1 || K > CONV2D_MAX_MATRICES || mw < 1 || mh < 1 ||
+        mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
+        return false;
+    pl->path = 0;  /* version 4 sets it where it picks a path */
+    const conv2d_mask_facts *facts = p->host_weights ? &conv2d_facts(p) : NULL;
+    const int cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
+    const int CF = conv2d_cf_template(C, cf);
+    const int CP = C == 3 ? 4 : C;
+    float row[kMaxMask], column[kMaxMask];
+    bool have_factors = false, prescale = false;
+    bool in_range = false;  /* version 4: outputs in 0..255 (conv2d_in_range), where prescaled or odd */
+    if (version == 2) {
+        const bool host = p->host_weights != NULL;
+        const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
+        const bool ws = !host || K * mw * mh > kParamWeights;
+        if (ws && !p->weights)
+            return false;
+        pl->v = conv2d_find(2, C, CF, K, fixed ? mw : 0, ws);
+        if (TW < 8 || TH < 4 || TW % 8 || TH % 4)
+            return false;
+    } else if (version == 4) {
+        /* one matrix (|v| of one matrix excepted), or a gradient pair */
+        if (!p->host_weights || mw != mh ||
+            (K == 1 && p->combine == GF_COMBINE_MAGNITUDE) ||
+            (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) ||
+            K > 2)
+            return false;
+        const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
+        const bool integer = (C == 1 || C == 4) && facts->short_weights;
+        have_factors = integer && K == 1 && mw >= 5 && facts->factors &&
+                       conv2d_byte_weights(facts->row, mw);
+        if (have_factors) {
+            memcpy(row, facts->row, mw * sizeof(float));
+            memcpy(column, facts->column, mh * sizeof(float));
+        }
+        const bool no_offset = K == 1 && p->offset[0] == 0.0f;
+        const bool quick = no_offset && facts->prescalable;  /* K = 1 */
+        const bool odd = no_offset && conv2d_odd_divisor(p->scale[0]);
+        /* the modes of the kernels this mask can take, the most specific
+         * first: outputs in 0..255, prescaled, any */
+        int modes[3], nmodes = 0;
+        in_range = (quick || odd) && facts->in_range;
+        if (in_range)
+            modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
+        if (quick)
+            modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
+        modes[nmodes++] = kModeAny;
+        /* the first path that applies and has a kernel for this size,
+         * layout and mode (a gradient pair in lanes before them all): running
+         * sums of a box (ones both ways), separable integer with binomial
+         * columns, with columns of ones (those three in range only), with
+         * any column; DP4A, DP2A, float */
+        const bool box = have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
+        /* the tensor cores' kernels copy no channel byte by byte: only
+         * gray, or RGBA with alpha copied or filtered */
+        const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
+                         conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
+        /* 3x3 masks of a column times a row in range, rows of whole 16-byte
+         * words: the row streams (bench/RESULTS.md) */
+        const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
+                            facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
+        const bool stream_binomial = stream && conv2d_binomial_column(facts->row, 3) &&
+                                     conv2d_binomial_column(facts->column, 3);
+        const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
+        /* gray box masks from 11x11 on: the tensor cores before the prefix
+         * sums (bench/RESULTS.md) */
+        constexpr int kPaths = 13;
+        const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
+                                    box && mma && C == 1, box, box,
+                                    have_factors && conv2d_binomial_column(column, mh),
+                                    have_factors && conv2d_ones(column, mh), mma, have_factors,
+                                    integer && facts->byte_weights,
+                                    integer, true};
+        const int dps[kPaths] = {kStream4 + kStreamBinomial, kStream4 + kStreamOnes,
+                                 kStream4 + kStreamAny, kMma4, kBoxScan4, kRunning4, kBinomial4,
+                                 kBox4, kMma4, kSeparable4, 1, 2, 0};
+        const int gradient = conv2d_gradient_kind(p, C, K, mw, mh);
+        pl->v = gradient < 0 ? NULL
+                             : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
+                                           MODE_PRESCALED_NO_OFFSET);
+        for (int i = 0; i < kPaths && !pl->v; i++)
+            for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
+                pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
+                pl->path = i + 1;
+                if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
+                    pl->v = NULL;  /* not blocks of whole warps: the paths below */
+                if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
+                    pl->v = NULL;  /* not a tile of its: the paths below */
+                if (pl->v && conv2d_stream4(dps[i]) && !conv2d_stream_tile(C, TW, TH))
+                    pl->v = NULL;  /* not groups of 8, 16 or 32 lanes: the paths below */
+            }
+        if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
+            return false;
+    } else if (version == 3) {
+        if (K != 1)
+            return false;
+        if (facts && facts->factors) {
+            memcpy(row, facts->row, mw * sizeof(float));
+            memcpy(column, facts->column, mh * sizeof(float));
+            have_factors = true;
+        } else if (p->host_row_weights && p->host_column_weights) {
+            for (int x = 0; x < mw; x++)
+                row[x] = p->host_row_weights[x];
+            for (int y = 0; y < mh; y++)
+                column[y] = p->host_column_weights[y];
+            have_factors = true;
+        } else if (!p->row_weights || !p->column_weights) {
+            return false;
+        }
+        pl->v = conv2d_find(3, C, CF, 1, 0, !have_factors);
+        if (TW < 8 || TH < 8 || TW % 8 || TH % 8)
+            return false;
+    } else {
+        return false;
+    }
+    if (!pl->v)
+        return false;
+    const int P = pl->v->P, Q = pl->v->Q;
+    const bool mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
+    const bool row_streams = version == 4 && conv2d_stream4(pl->v->ws);  /* blocks of up to 1024 */
+    const int nx = TW / Q, ny = TH / P;
+    const int threads = mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
+    if (threads < 1 || threads > (row_streams ? kStreamMaxThreads : kMaxThreads))
+        return false;
+    pl->block = mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
+
+    fast_header &h = pl->h;
+    memset(&h, 0, sizeof h);
+    const int L = TW + mw - 1, R = TH + mh - 1;
+    h.lq = (L + Q - 1) / Q;
+    if (mma) {
+        pl->shared = conv2d_mma_shared(C, mw, TW, TH);
+    } else if (row_streams || (version == 4 && pl->v->ws == kBoxScan4)) {
+        /* registers and shuffles only */
+        pl->shared = 0;
+    } else if (version == 4) {  /* each thread's ring of rows */
+        pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
+                     conv2d_slot_bytes4(C, Q, mw, pl->v->ws);
+    } else if (version == 2) {
+        h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
+        pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
+                     (size_t)R * h.rs * CP * sizeof(float);
+    } else {
+        h.rs = conv2d_row_stride(Q * h.lq, TW / 8, 1, threads, CP);
+        h.hrs = conv2d_ring_stride(TW, threads, CP);
+        pl->shared = (pl->v->ws ? 64 * sizeof(float) : 0) +
+                     ((size_t)TH * h.rs + (size_t)R * h.hrs) * CP * sizeof(float);
+    }
+    if (!full)
+        return true;
+
+    h.src = p->src;
+    h.dst = p->dst;
+    h.wdev = p->weights;
+    h.rowdev = p->row_weights;
+    h.coldev = p->column_weights;
+    h.width = p->width;
+    h.height = p->height;
+    h.border = p->border;
+    h.mw = mw;
+    h.mh = mh;
+    h.cf = cf;
+    h.tw = TW;
+    h.th = TH;
+    h.flat = ((uintptr_t)p->src & 3) == 0;
+    h.vec = (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
+    {   /* version 4's fast path: its loads aligned in every row */
+        const int own = version == 4 ? pl->v->Q * C : 16;
+        const size_t align = own % 16 == 0 ? 16 : own % 8 == 0 ? 8 : 4;
+        h.aligned = (uintptr_t)p->src % align == 0 && (size_t)p->width * C % align == 0;
+    }
+    {
+        const long long row_bytes = (long long)p->width * C, tail = (64 + row_bytes - 1) / row_bytes;
+        h.safe_rows = p->height - (int)(tail < p->height ? tail : p->height);
+    }
+    float inv[CONV2D_MAX_MATRICES];
+    for (int k = 0; k < K; k++) {
+        h.scale[k] = p->scale[k];
+        h.offset[k] = p->offset[k];
+        inv[k] = 1.0f / p->scale[k];  /* exact for the powers of two it is used for */
+        h.rcp[k] = facts && facts->div_range[k] ? inv[k] : 0.0f;
+    }
+    switch (p->combine) {
+    case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
+    case GF_COMBINE_MAX:       h.comb = K > 1 ? COMB_MAX : COMB_SUM; break;
+    case GF_COMBINE_MIN:       h.comb = K > 1 ? COMB_MIN : COMB_SUM; break;
+    default:                   h.comb = COMB_SUM; break;
+    }
+
+    /* weights by value; a scale that is a power of two folded in (exact:
+     * every partial sum scales by the same power of two, far from
+     * underflow and overflow for weights between 2^-100 and 2^100) */
+    h.mode = MODE_DIV;
+    pl->nw = 0;
+    if (version == 4 && pl->v->ws) {
+        prescale = facts->prescalable;
+        pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
+                 : row_streams ? conv2d_pack_stream(facts->row, facts->column, p->scale[0], pl->w)
+                 : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
+                                                : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
+    } else if ((version == 2 || version == 4) && !pl->v->ws) {
+        const int taps = mw * mh;
+        prescale = facts->prescalable;
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < taps; i++)
+                pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? inv[k] : 1.0f);
+        pl->nw = K * taps;
+    } else if (version == 3 && have_factors) {
+        prescale = conv2d_power_of_two(p->scale[0]);
+        for (int y = 0; y < mh && prescale; y++) {
+            const float c = column[y] * inv[0];
+            prescale = c == 0.0f || (fabsf(c) > 0x1p-100f && fabsf(c) < 0x1p100f);
+        }
+        for (int i = 0; i < 64; i++)
+            pl->w[i] = 0.0f;
+        for (int x = 0; x < mw; x++)
+            pl->w[x] = row[x];
+        for (int y = 0; y < mh; y++)
+            pl->w[32 + y] = column[y] * (prescale ? inv[0] : 1.0f);
+        pl->nw = 64;
+    }
+    if (prescale) {
+        bool offsets = false;
+        for (int k = 0; k < K; k++)
+            offsets = offsets || p->offset[k] != 0.0f;
+        h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
+    } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
+                p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
+               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4 ||
+                                 pl->v->ws == kBoxScan4)) ||
+               (mma && in_range && 255.0f * p->scale[0] < 4194304.0f)) {
+        /* box3, box5..31: one FFMA per output instead of a division; on
+         * the tensor cores in range and not prescaled means an odd divisor
+         * d (conv2d_odd_divisor), whose sums (at most 255 d) must stay
+         * below 2^22 */
+        h.mode = MODE_DIV_ODD;
+    }
+    /* the tensor cores' kernels (kModeAny) take the finish without a clamp
+     * from the header */
+    if (mma && (h.mode == MODE_PRESCALED_NO_OFFSET || h.mode == MODE_DIV_ODD) && in_range)
+        h.mode += kInRange;
+
+    const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
+    if (version == 4 && pl->v->ws == kBoxScan4)
+        return conv2d_scan_grid4(p, pl, threads);
+    if (mma)
+        return conv2d_mma_grid(p, pl, threads);
+    if (row_streams) {  /* a tile a block */
+        h.steps = 1;
+        h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
+        pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
+        return grid_x <= 0x7FFFFFFF && tiles_y <= 65535;
+    }
+    if (version == 4)
+        return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
+    /* a block walks down ~256 rows, unless that leaves too few blocks; a
+     * tile a block where the SMs cannot be counted (right on any device) */
+    int dev = 0, sms = 0;
+    long long steps = 256 / TH < 1 ? 1 : 256 / TH;
+    if (steps > tiles_y)
+        steps = tiles_y;
+    if (!conv2d_device_sms(&dev, &sms))
+        steps = 1;
+    while (steps > 1 && grid_x * ((tiles_y + steps - 1) / steps) < 16LL * sms)
+        steps--;
+    if ((tiles_y + steps - 1) / steps > 65535)
+        steps = (tiles_y + 65534) / 65535;
+    h.steps = (int)steps;
+    pl->grid = dim3((unsigned)grid_x, (unsigned)((tiles_y + steps - 1) / steps));
+    return true;
+}
+
+}  /* namespace */
+
+extern "C" const char *conv2d_version_name(int version)
+{
+    static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled", "blocked", "separable",
+                                                       "direct"};
+    return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
+}
+
+extern "C" int conv2d_supports(int version, const conv2d_launch *p)
+{
+    if (version == 0 || version == 1)
+        return p->channels >= 1 && p->channels <= 4;
+    conv2d_plan pl;
+    return conv2d_make_plan(version, p, &pl, false);
+}
+
+extern "C" int conv2d_direct_integer(const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    if (!conv2d_make_plan(4, p, &pl, false))
+        return 0;
+    return conv2d_separable4(pl.v->ws) || pl.v->ws == kRunning4 || pl.v->ws == kBoxScan4 ||
+                   pl.v->ws == kMma4 || conv2d_stream4(pl.v->ws)
+               ? CONV2D_SEPARABLE_INTEGER
+           : conv2d_gradient4(pl.v->ws) ? CONV2D_GRADIENT_LANES
+                                        : pl.v->ws;
+}
+
+extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    if (!conv2d_make_plan(4, p, &pl, false))
+        return NULL;
+    const bool in_range = pl.v->mode != kModeAny && (pl.v->mode & kInRange);
+    switch (pl.v->ws) {
+    case CONV2D_DP4A:  return in_range ? "DP4A, no clamp" : "DP4A";
+    case CONV2D_DP2A:  return "DP2A";
+    case kSeparable4:  return "separable integer";
+    case kBinomial4:   return "separable integer, binomial column, no clamp";
+    case kBox4:        return "separable integer, column of ones, no clamp";
+    case kBoxScan4:    return "box, prefix sums across a warp, no clamp";
+    case kMma4:        return "separable integer, tensor cores";
+    case kStream4 + kStreamBinomial:
+    case kStream4 + kStreamOnes:
+    case kStream4 + kStreamAny:
+        return "separable integer, row streams in 16-bit lanes, no clamp";
+    case kRunning4:
+        return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
+                             : "box, running sums in 16-bit lanes, no clamp";
+    case 0:            return "float";
+    default:           return "gradient pair, 16-bit lanes";
+    }
+}
+
+extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
+{
+    conv2d_plan pl;
+    if (version < 2 || !conv2d_make_plan(version, p, &pl, false))
+        return 0;
+    return pl.path;
+}
+
+/* The tensor-core path on RGBA: the tallest tile of the rule's width, up to
+ * 128 rows, that still holds two blocks an SM, whose row pass then sums
+ * fewer halo rows, (TH + M - 1) / TH rounded up to 16 rows (one block an
+ * SM is much slower). RGBA's interleaved row pass takes 3 to 5 products a
+ * step against gray's 2, so its halo rows cost the most: on gray no taller
+ * tile was steadily faster (bench/RESULTS.md). From 27x27 on, the row pass
+ * on planes holds two blocks an SM at any tile, so the rule's tile stays.
+ * Returns the height, or 0. */
+static int conv2d_mma_preferred_height(int version, const conv2d_launch *p, const conv2d_plan &pl)
+{
+    int dev = 0, sms = 0;
+    if (!conv2d_device_sms(&dev, &sms))
+        return 0;
+    for (int th = 128; th > p->tile_height; th -= 16) {
+        conv2d_launch q = *p;
+        q.tile_height = th;
+        conv2d_plan taller;
+        if (conv2d_make_plan(version, &q, &taller, false) && taller.v == pl.v &&
+            conv2d_resident_blocks(taller, (int)(taller.block.x * taller.block.y)) >= 2LL * sms)
+            return th;
+    }
+    return 0;
+}
+
+/* RGBA row streams: one band of 128 lanes a block (512x8), a little faster
+ * than 128x64 (32 lanes, 8 bands) from 4096 to 16384 rows, and than 256x64
+ * (64 lanes, 8 bands, 512 threads), the occupancy rule's own tile
+ * (bench/RESULTS.md); gray shows no steady difference between the shapes. The tensor cores on RGBA: taller tiles
+ * (conv2d_mma_preferred_height). */
+extern "C" int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *height)
+{
+    conv2d_plan pl, preferred;
+    if (version != 4 || p->channels != 4 || !conv2d_make_plan(version, p, &pl, false) || !pl.v)
+        return 0;
+    if (pl.v->ws == kMma4) {
+        const int th = conv2d_mma_preferred_height(version, p, pl);
+        if (th == 0)
+            return 0;
+        *width = p->tile_width;
+        *height = th;
+        return 1;
+    }
+    if (!conv2d_stream4(pl.v->ws))
+        return 0;
+    conv2d_launch q = *p;
+    q.tile_width = 512;  /* 128 lanes of 16 bytes */
+    q.tile_height = kStreamRows4;
+    if (!conv2d_make_plan(version, &q, &preferred, false) || preferred.v != pl.v)
+        return 0;  /* not the same kernel at that tile */
+    *width = q.tile_width;
+    *height = q.tile_height;
+    return 1;
+}
+
+extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
+{
+    (void)version;
+    (void)p;
+    return 0;
+}
+
+extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
+{
+    if (version == 0)
+        return 0;
+    if (version == 1) {
+        size_t tile = (size_t)(p->tile_width + p->mask_width - 1) *
+                      (size_t)(p->tile_height + p->mask_height - 1) * (size_t)p->channels;
+        return conv2d_weight_bytes(*p) + tile;
+    }
+    conv2d_plan pl;
+    return conv2d_make_plan(version, p, &pl, false) ? pl.shared : 0;
+}
+
+extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
+{
+    if (version == 0 || version == 1)
+        return p->tile_width * p->tile_height;
+    conv2d_plan pl;
+    if (!conv2d_make_plan(version, p, &pl, false))
+        return 0;
+    return (int)(pl.block.x * pl.block.y);
+}
+
+extern "C" const void *conv2d_kernel_entry(int version, int channels)
+{
+    if (version >= 2) {
+        const conv2d_variant *v = channels >= 1 && channels <= 4
+                                      ? conv2d_find(version, channels, channels, 1,
+                                                    version == 4 ? 3 : 0, 0)
+                                      : NULL;
+        return v ? v->entry : NULL;
+    }
+    return (const void *)conv2d_entry_for(version, channels);
+}
+
+extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
+{
+    if (version >= 2) {
+        conv2d_plan pl;
+        return conv2d_make_plan(version, p, &pl, false) ? pl.v->entry : NULL;
+    }
+    return (const void *)conv2d_entry_for(version, p->channels);
+}
+
+extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)
+{
+    if (version >= 2) {
+        conv2d_plan pl;
+        if (!conv2d_make_plan(version, p, &pl, true))
+            return cudaErrorInvalidValue;
+        return pl.v->run(pl, stream);
+    }
+    conv2d_entry entry = conv2d_entry_for(version, p->channels);
+    if (!entry || p->mask_count < 1 || p->mask_count > CONV2D_MAX_MATRICES)
+        return cudaErrorInvalidValue;
+    const dim3 block(p->tile_width, p->tile_height);
+    const dim3 grid((p->width + p->tile_width - 1) / p->tile_width,
+                    (p->height + p->tile_height - 1) / p->tile_height);
+    return conv2d_start(entry, grid, block, conv2d_shared_bytes(version, p), stream, *p);
+}
+
+extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y,
+                            int *steps)
+{
+    *x = *y = 0;
+    if (steps)
+        *steps = 0;
+    if (version >= 2) {
+        conv2d_plan pl;
+        if (conv2d_make_plan(version, p, &pl, true)) {
+            *x = pl.grid.x;
+            *y = pl.grid.y;
+            if (steps)  /* the prefix sums' h.steps counts rows */
+                *steps = version == 4 && pl.v->ws == kBoxScan4 ? pl.h.steps / kScanRows4
+                                                               : pl.h.steps;
+        }
+        return;
+    }
+    if (p->tile_width > 0 && p->tile_height > 0) {
+        *x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
+        *y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
+        if (steps)
+            *steps = 1;
+    }
+}
