@@ -370,6 +370,293 @@ static int check_sweep(gf_job *j, char **paths, int count)
     return -1;
 }
 
+#define NOT_MINE (-2)  /* a group parser's answer for another group's option */
+
+/* The operations and what they apply to: masks, border, tone, statistics.
+ * -1 when c is parsed, NOT_MINE when c is another group's, else the
+ * exit status (printed). */
+static int parse_operation_option(int c, const char *arg, gf_job *j)
+{
+    int choice;
+    switch (c) {
+    case 'm':
+        if (gf_pipeline_name_mask(&j->pipeline, arg) < 0)
+            return out_of_memory();
+        break;
+    case 'b':
+        if ((choice = parse_choice(arg, border_names)) < 0)
+            return usage_error("unknown border mode '%s' (nearest, constant, reflect, mirror, wrap)", arg);
+        j->pipeline.border = (gf_border)choice;
+        break;
+    case OPT_FILTER_ALPHA:
+        j->pipeline.filter_alpha = 1;
+        break;
+    case OPT_STATS:
+        if (!arg || strcmp(arg, "table") == 0)
+            j->stats = GF_STATS_TABLE;
+        else if (strcmp(arg, "json") == 0)
+            j->stats = GF_STATS_JSON;
+        else
+            return usage_error("unknown statistics format '%s' (table, json)", arg);
+        break;
+    case OPT_EQUALIZE: {
+        gf_equalize_mode mode;
+        if (!arg || strcmp(arg, "luminance") == 0)
+            mode = GF_EQUALIZE_LUMINANCE;
+        else if (strcmp(arg, "channels") == 0)
+            mode = GF_EQUALIZE_CHANNELS;
+        else
+            return usage_error("unknown equalize mode '%s' (luminance, channels)", arg);
+        if (gf_pipeline_add_equalize(&j->pipeline, mode) < 0)
+            return out_of_memory();
+        break;
+    }
+    case OPT_NORMALIZE: {
+        gf_stretch how = {.kind = GF_STRETCH_NORMALIZE, .black = 2.0, .white = 1.0};
+        if (arg && parse_percentages(arg, &how.black, &how.white) < 0)
+            return usage_error("--normalize=%s: expected B,W: two percentages, each 0 or more, "
+                               "summing to less than 100", arg);
+        if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+            return out_of_memory();
+        break;
+    }
+    case OPT_AUTO_LEVEL: {
+        gf_stretch how = {.kind = GF_STRETCH_AUTO_LEVEL};
+        if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+            return out_of_memory();
+        break;
+    }
+    case OPT_GRAY:
+        j->gray = 1;
+        break;
+    default:
+        return NOT_MINE;
+    }
+    return -1;
+}
+
+/* What is written and how: format, quality, codec, the output file, -v.
+ * -1 when c is parsed, NOT_MINE when c is another group's, else the
+ * exit status (printed). */
+static int parse_output_option(int c, const char *arg, gf_job *j)
+{
+    int choice;
+    switch (c) {
+    case 'f':
+        if ((j->format = gf_format_from_name(arg)) == GF_FORMAT_NONE)
+            return usage_error("unknown output format '%s' (png, jpg, bmp, tga)", arg);
+        break;
+    case 'q':
+        if (parse_int(arg, 1, 100, &j->quality) < 0)
+            return usage_error("quality '%s' is not a whole number from 1 to 100", arg);
+        break;
+    case 'v':
+        j->verbose = 1;
+        break;
+    case OPT_CODEC:
+        if ((choice = parse_choice(arg, codec_names)) < 0)
+            return usage_error("unknown codec '%s' (auto, cpu, gpu)", arg);
+        j->codec = (gf_codec_choice)choice;
+        break;
+    case OPT_CSV:
+        j->csv = 1;
+        break;
+    case OPT_OUTPUT:
+        if (arg[0] == '\0')
+            return usage_error("%s", "--output '' is empty; give a file name, or - for "
+                                     "standard output");
+        j->output = arg;
+        j->output_named = 1;
+        break;
+    case OPT_FORCE:
+        j->force = 1;
+        break;
+    case OPT_VERIFY:
+        j->verify = 1;
+        break;
+    case OPT_SUMMARY:
+        j->summary = 1;
+        break;
+    case OPT_PNG_LEVEL:
+        if (parse_int(arg, 0, 12, &j->png_level) < 0)
+            return usage_error("--png-level '%s' is not a whole number from 0 to 12", arg);
+        break;
+    case OPT_QUIET:
+        j->quiet = 1;
+        break;
+    default:
+        return NOT_MINE;
+    }
+    return -1;
+}
+
+/* Where the work runs: backend, tile, kernel version, devices.
+ * -1 when c is parsed, NOT_MINE when c is another group's, else the
+ * exit status (printed). */
+static int parse_device_option(int c, const char *arg, gf_job *j, const char **tile_text)
+{
+    int choice;
+    switch (c) {
+    case OPT_BACKEND:
+        if ((choice = parse_choice(arg, backend_names)) < 0)
+            return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", arg);
+        j->backend = (gf_backend_kind)choice;
+        break;
+    case OPT_TILE:
+        j->tile_sweep = strcmp(arg, "sweep") == 0;
+        if (j->tile_sweep)
+            break;
+        if (parse_tile(arg, &j->backend_options.tile_width, &j->backend_options.tile_height) < 0)
+            return usage_error("tile '%s' is not WxH with positive whole numbers, or auto", arg);
+        /* the limits of every device and kernel version (checked again
+         * below for the version chosen); the device's own limits (shared
+         * memory) are checked when the tile is launched */
+        if ((long long)j->backend_options.tile_width * j->backend_options.tile_height >
+            GF_TILE_MAX_PIXELS)
+            return usage_error("tile %s cannot launch: over 32768 output pixels per block, "
+                               "the largest any kernel version takes", arg);
+        *tile_text = arg;
+        break;
+    case OPT_KERNEL:
+        if (strcmp(arg, "auto") == 0)
+            j->backend_options.conv_version = GF_CONV_AUTO;
+        else if (strcmp(arg, "naive") == 0)
+            j->backend_options.conv_version = GF_CONV_NAIVE;
+        else if (strcmp(arg, "tiled") == 0)
+            j->backend_options.conv_version = GF_CONV_TILED;
+        else if (strcmp(arg, "blocked") == 0)
+            j->backend_options.conv_version = GF_CONV_BLOCKED;
+        else if (strcmp(arg, "separable") == 0)
+            j->backend_options.conv_version = GF_CONV_SEPARABLE;
+        else if (strcmp(arg, "direct") == 0)
+            j->backend_options.conv_version = GF_CONV_DIRECT;
+        else
+            return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
+                               "tiled, naive)", arg);
+        break;
+    case OPT_DEVICE:
+        if (parse_int(arg, 0, 1023, &j->backend_options.device) < 0)
+            return usage_error("device '%s' is not a device number", arg);
+        break;
+    case OPT_DEVICES:
+        if (parse_devices(arg, j) < 0)
+            return usage_error("--devices '%s' is not 'all' or a list of distinct device "
+                               "numbers such as 0,2", arg);
+        j->backend_options.device = j->all_devices ? 0 : j->devices[0];
+        break;
+    case OPT_GPU_MEMORY:
+        if (parse_bytes(arg, &j->backend_options.memory_limit) < 0)
+            return usage_error("--gpu-memory '%s' is not a size such as 512M or 4G", arg);
+        break;
+    default:
+        return NOT_MINE;
+    }
+    return -1;
+}
+
+/* Batches and the limits on each image: folders, jobs, shards, memory, time, pixels.
+ * -1 when c is parsed, NOT_MINE when c is another group's, else the
+ * exit status (printed). */
+static int parse_batch_option(int c, const char *arg, gf_job *j)
+{
+    switch (c) {
+    case 'o':
+        if (arg[0] == '\0')
+            return usage_error("%s", "--output-dir '' is empty; give a folder, e.g. -o .");
+        j->output_dir = arg;
+        j->batch = 1;
+        break;
+    case OPT_FILES_FROM:
+        j->files_from = arg;
+        j->batch = 1;
+        break;
+    case OPT_SUFFIX:
+        if (strchr(arg, '/'))
+            return usage_error("--suffix '%s' must not contain '/'", arg);
+        j->suffix = arg;
+        break;
+    case 'j':
+        if (parse_int(arg, 1, 1024, &j->jobs) < 0)
+            return usage_error("--jobs '%s' is not a whole number from 1 to 1024", arg);
+        break;
+    case OPT_SHARD:
+        if (parse_shard(arg, &j->shard_index, &j->shard_count) < 0)
+            return usage_error("--shard '%s' is not I/N with 0 <= I < N", arg);
+        break;
+    case OPT_MAX_MEMORY: {
+        size_t bytes;
+        if (parse_bytes(arg, &bytes) < 0)
+            return usage_error("--max-memory '%s' is not a size such as 512M or 4G", arg);
+        j->max_memory = bytes;
+        break;
+    }
+    case OPT_DECODE_TIMEOUT: {
+        char *end;
+        errno = 0;
+        double seconds = strtod(arg, &end);
+        if (end == arg || *end != '\0' || errno || !(seconds >= 0.0 && seconds <= 1e6))
+            return usage_error("--decode-timeout '%s' is not a number of seconds from 0 "
+                               "(no limit) to 1000000", arg);
+        j->decode_timeout = seconds;
+        break;
+    }
+    case OPT_MAX_PIXELS: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (end == arg || *end != '\0' || errno || v == 0 || arg[0] == '-')
+            return usage_error("--max-pixels '%s' is not a positive whole number", arg);
+        j->max_pixels = (size_t)v;
+        break;
+    }
+    default:
+        return NOT_MINE;
+    }
+    return -1;
+}
+
+/* The options together: what no single option can check. -1 when the job
+ * goes on, else the exit status (printed). */
+static int check_job(gf_job *j, char **paths, int count, const char *tile_text)
+{
+    const gf_conv_version version = j->backend_options.conv_version;
+    if (tile_text && (version == GF_CONV_NAIVE || version == GF_CONV_TILED) &&
+        (long long)j->backend_options.tile_width * j->backend_options.tile_height > 1024)
+        return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit "
+                           "(the naive and tiled kernels run one thread per pixel)", tile_text);
+    if (j->csv && !j->tile_sweep)
+        return usage_error("%s", "--csv goes with --tile sweep");
+    if (j->tile_sweep)
+        return check_sweep(j, paths, count);
+    if (j->stats && count > 1)
+        j->batch = 1;  /* with --stats every argument is an input, as with identify */
+    if (j->summary && !(j->stats && j->batch))
+        return usage_error("%s", "--summary goes with --stats over several files");
+    if (j->codec == GF_CODEC_GPU &&
+        (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE))
+        return usage_error("%s", "--codec gpu runs on the GPU: not with --backend cpu or reference");
+    if (j->codec == GF_CODEC_GPU && j->verify)
+        return usage_error("%s", "--verify compares with the CPU codecs' pixels: not with --codec gpu");
+    if (j->verify && j->batch)
+        return usage_error("%s", "--verify checks one INPUT: it runs the filter twice");
+    if (j->batch && j->output_named)
+        return usage_error("%s", "--output names the one output of one INPUT; a batch writes "
+                                 "to -o DIR");
+    if (j->batch)
+        return check_batch(j, paths, count);
+    if (j->suffix || j->shard_count)
+        return usage_error("%s", "--suffix and --shard need a batch: -o DIR or --files-from");
+    if (parse_single_paths(j, paths, count) == GF_EXIT_USAGE)
+        return GF_EXIT_USAGE;
+    if (j->output && j->format == GF_FORMAT_NONE) {
+        j->format = strcmp(j->output, "-") == 0 ? GF_FORMAT_PNG : gf_format_from_path(j->output);
+        if (j->format == GF_FORMAT_NONE)
+            return usage_error("cannot tell the output format from '%s'; use a .png, .jpg, .bmp "
+                               "or .tga name, or --format", j->output);
+    }
+    return -1;
+}
+
 /* Returns -1 to go on, or the exit status when the options end the program. */
 int gf_parse_options(int argc, char **argv, gf_job *j)
 {
@@ -415,258 +702,31 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     };
     opterr = 0;
     const char *tile_text = NULL;
-    int c, choice;
+    int c;
     while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (gf_pipeline_name_mask(&j->pipeline, optarg) < 0)
-                return out_of_memory();
-            break;
-        case 'b':
-            if ((choice = parse_choice(optarg, border_names)) < 0)
-                return usage_error("unknown border mode '%s' (nearest, constant, reflect, mirror, wrap)", optarg);
-            j->pipeline.border = (gf_border)choice;
-            break;
-        case 'f':
-            if ((j->format = gf_format_from_name(optarg)) == GF_FORMAT_NONE)
-                return usage_error("unknown output format '%s' (png, jpg, bmp, tga)", optarg);
-            break;
-        case 'q':
-            if (parse_int(optarg, 1, 100, &j->quality) < 0)
-                return usage_error("quality '%s' is not a whole number from 1 to 100", optarg);
-            break;
-        case 'v':
-            j->verbose = 1;
-            break;
-        case 'h':
-            j->action = GF_ACTION_HELP;
+        const gf_action action = c == 'h' ? GF_ACTION_HELP : c == 'V' ? GF_ACTION_VERSION
+                               : c == OPT_LIST_MASKS ? GF_ACTION_LIST_MASKS
+                               : c == OPT_LIST_DEVICES ? GF_ACTION_LIST_DEVICES : GF_ACTION_RUN;
+        if (action != GF_ACTION_RUN) {
+            j->action = action;
             return -1;
-        case 'V':
-            j->action = GF_ACTION_VERSION;
-            return -1;
-        case OPT_BACKEND:
-            if ((choice = parse_choice(optarg, backend_names)) < 0)
-                return usage_error("unknown backend '%s' (auto, cuda, cpu, reference)", optarg);
-            j->backend = (gf_backend_kind)choice;
-            break;
-        case OPT_CODEC:
-            if ((choice = parse_choice(optarg, codec_names)) < 0)
-                return usage_error("unknown codec '%s' (auto, cpu, gpu)", optarg);
-            j->codec = (gf_codec_choice)choice;
-            break;
-        case OPT_CSV:
-            j->csv = 1;
-            break;
-        case OPT_TILE:
-            j->tile_sweep = strcmp(optarg, "sweep") == 0;
-            if (j->tile_sweep)
-                break;
-            if (parse_tile(optarg, &j->backend_options.tile_width, &j->backend_options.tile_height) < 0)
-                return usage_error("tile '%s' is not WxH with positive whole numbers, or auto", optarg);
-            /* the limits of every device and kernel version (checked again
-             * below for the version chosen); the device's own limits (shared
-             * memory) are checked when the tile is launched */
-            if ((long long)j->backend_options.tile_width * j->backend_options.tile_height >
-                GF_TILE_MAX_PIXELS)
-                return usage_error("tile %s cannot launch: over 32768 output pixels per block, "
-                                   "the largest any kernel version takes", optarg);
-            tile_text = optarg;
-            break;
-        case OPT_KERNEL:
-            if (strcmp(optarg, "auto") == 0)
-                j->backend_options.conv_version = GF_CONV_AUTO;
-            else if (strcmp(optarg, "naive") == 0)
-                j->backend_options.conv_version = GF_CONV_NAIVE;
-            else if (strcmp(optarg, "tiled") == 0)
-                j->backend_options.conv_version = GF_CONV_TILED;
-            else if (strcmp(optarg, "blocked") == 0)
-                j->backend_options.conv_version = GF_CONV_BLOCKED;
-            else if (strcmp(optarg, "separable") == 0)
-                j->backend_options.conv_version = GF_CONV_SEPARABLE;
-            else if (strcmp(optarg, "direct") == 0)
-                j->backend_options.conv_version = GF_CONV_DIRECT;
-            else
-                return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
-                                   "tiled, naive)", optarg);
-            break;
-        case OPT_DEVICE:
-            if (parse_int(optarg, 0, 1023, &j->backend_options.device) < 0)
-                return usage_error("device '%s' is not a device number", optarg);
-            break;
-        case OPT_FILTER_ALPHA:
-            j->pipeline.filter_alpha = 1;
-            break;
-        case OPT_LIST_MASKS:
-            j->action = GF_ACTION_LIST_MASKS;
-            return -1;
-        case OPT_LIST_DEVICES:
-            j->action = GF_ACTION_LIST_DEVICES;
-            return -1;
-        case OPT_STATS:
-            if (!optarg || strcmp(optarg, "table") == 0)
-                j->stats = GF_STATS_TABLE;
-            else if (strcmp(optarg, "json") == 0)
-                j->stats = GF_STATS_JSON;
-            else
-                return usage_error("unknown statistics format '%s' (table, json)", optarg);
-            break;
-        case OPT_EQUALIZE: {
-            gf_equalize_mode mode;
-            if (!optarg || strcmp(optarg, "luminance") == 0)
-                mode = GF_EQUALIZE_LUMINANCE;
-            else if (strcmp(optarg, "channels") == 0)
-                mode = GF_EQUALIZE_CHANNELS;
-            else
-                return usage_error("unknown equalize mode '%s' (luminance, channels)", optarg);
-            if (gf_pipeline_add_equalize(&j->pipeline, mode) < 0)
-                return out_of_memory();
-            break;
         }
-        case OPT_NORMALIZE: {
-            gf_stretch how = {.kind = GF_STRETCH_NORMALIZE, .black = 2.0, .white = 1.0};
-            if (optarg && parse_percentages(optarg, &how.black, &how.white) < 0)
-                return usage_error("--normalize=%s: expected B,W: two percentages, each 0 or more, "
-                                   "summing to less than 100", optarg);
-            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
-                return out_of_memory();
-            break;
-        }
-        case OPT_AUTO_LEVEL: {
-            gf_stretch how = {.kind = GF_STRETCH_AUTO_LEVEL};
-            if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
-                return out_of_memory();
-            break;
-        }
-        case OPT_DEVICES:
-            if (parse_devices(optarg, j) < 0)
-                return usage_error("--devices '%s' is not 'all' or a list of distinct device "
-                                   "numbers such as 0,2", optarg);
-            j->backend_options.device = j->all_devices ? 0 : j->devices[0];
-            break;
-        case OPT_OUTPUT:
-            if (optarg[0] == '\0')
-                return usage_error("%s", "--output '' is empty; give a file name, or - for "
-                                         "standard output");
-            j->output = optarg;
-            j->output_named = 1;
-            break;
-        case OPT_FORCE:
-            j->force = 1;
-            break;
-        case OPT_GRAY:
-            j->gray = 1;
-            break;
-        case OPT_VERIFY:
-            j->verify = 1;
-            break;
-        case OPT_SUMMARY:
-            j->summary = 1;
-            break;
-        case OPT_MAX_MEMORY: {
-            size_t bytes;
-            if (parse_bytes(optarg, &bytes) < 0)
-                return usage_error("--max-memory '%s' is not a size such as 512M or 4G", optarg);
-            j->max_memory = bytes;
-            break;
-        }
-        case OPT_DECODE_TIMEOUT: {
-            char *end;
-            errno = 0;
-            double seconds = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || errno || !(seconds >= 0.0 && seconds <= 1e6))
-                return usage_error("--decode-timeout '%s' is not a number of seconds from 0 "
-                                   "(no limit) to 1000000", optarg);
-            j->decode_timeout = seconds;
-            break;
-        }
-        case OPT_GPU_MEMORY:
-            if (parse_bytes(optarg, &j->backend_options.memory_limit) < 0)
-                return usage_error("--gpu-memory '%s' is not a size such as 512M or 4G", optarg);
-            break;
-        case OPT_MAX_PIXELS: {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || errno || v == 0 || optarg[0] == '-')
-                return usage_error("--max-pixels '%s' is not a positive whole number", optarg);
-            j->max_pixels = (size_t)v;
-            break;
-        }
-        case 'o':
-            if (optarg[0] == '\0')
-                return usage_error("%s", "--output-dir '' is empty; give a folder, e.g. -o .");
-            j->output_dir = optarg;
-            j->batch = 1;
-            break;
-        case OPT_FILES_FROM:
-            j->files_from = optarg;
-            j->batch = 1;
-            break;
-        case OPT_SUFFIX:
-            if (strchr(optarg, '/'))
-                return usage_error("--suffix '%s' must not contain '/'", optarg);
-            j->suffix = optarg;
-            break;
-        case 'j':
-            if (parse_int(optarg, 1, 1024, &j->jobs) < 0)
-                return usage_error("--jobs '%s' is not a whole number from 1 to 1024", optarg);
-            break;
-        case OPT_SHARD:
-            if (parse_shard(optarg, &j->shard_index, &j->shard_count) < 0)
-                return usage_error("--shard '%s' is not I/N with 0 <= I < N", optarg);
-            break;
-        case OPT_PNG_LEVEL:
-            if (parse_int(optarg, 0, 12, &j->png_level) < 0)
-                return usage_error("--png-level '%s' is not a whole number from 0 to 12", optarg);
-            break;
-        case OPT_QUIET:
-            j->quiet = 1;
-            break;
-        case ':':
+        if (c == ':')
             return usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
+        int status = parse_operation_option(c, optarg, j);
+        if (status == NOT_MINE)
+            status = parse_output_option(c, optarg, j);
+        if (status == NOT_MINE)
+            status = parse_device_option(c, optarg, j, &tile_text);
+        if (status == NOT_MINE)
+            status = parse_batch_option(c, optarg, j);
+        if (status == NOT_MINE)
             return usage_error("unknown option '%s'", argv[optind - 1]);
-        }
+        if (status != -1)
+            return status;
     }
-    const int paths = argc - optind;
-    const gf_conv_version version = j->backend_options.conv_version;
-    if (tile_text && (version == GF_CONV_NAIVE || version == GF_CONV_TILED) &&
-        (long long)j->backend_options.tile_width * j->backend_options.tile_height > 1024)
-        return usage_error("tile %s cannot launch: over 1024 threads per block, the CUDA limit "
-                           "(the naive and tiled kernels run one thread per pixel)", tile_text);
-    if (j->csv && !j->tile_sweep)
-        return usage_error("%s", "--csv goes with --tile sweep");
-    if (j->tile_sweep)
-        return check_sweep(j, argv + optind, paths);
-    if (j->stats && paths > 1)
-        j->batch = 1;  /* with --stats every argument is an input, as with identify */
-    if (j->summary && !(j->stats && j->batch))
-        return usage_error("%s", "--summary goes with --stats over several files");
-    if (j->codec == GF_CODEC_GPU &&
-        (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE))
-        return usage_error("%s", "--codec gpu runs on the GPU: not with --backend cpu or reference");
-    if (j->codec == GF_CODEC_GPU && j->verify)
-        return usage_error("%s", "--verify compares with the CPU codecs' pixels: not with --codec gpu");
-    if (j->verify && j->batch)
-        return usage_error("%s", "--verify checks one INPUT: it runs the filter twice");
-    if (j->batch && j->output_named)
-        return usage_error("%s", "--output names the one output of one INPUT; a batch writes "
-                                 "to -o DIR");
-    if (j->batch)
-        return check_batch(j, argv + optind, paths);
-    if (j->suffix || j->shard_count)
-        return usage_error("%s", "--suffix and --shard need a batch: -o DIR or --files-from");
-    if (parse_single_paths(j, argv + optind, paths) == GF_EXIT_USAGE)
-        return GF_EXIT_USAGE;
-    if (j->output && j->format == GF_FORMAT_NONE) {
-        j->format = strcmp(j->output, "-") == 0 ? GF_FORMAT_PNG : gf_format_from_path(j->output);
-        if (j->format == GF_FORMAT_NONE)
-            return usage_error("cannot tell the output format from '%s'; use a .png, .jpg, .bmp "
-                               "or .tga name, or --format", j->output);
-    }
-    return -1;
+    return check_job(j, argv + optind, argc - optind, tile_text);
 }
-
 
 int gf_job_prepare(gf_job *j)
 {
