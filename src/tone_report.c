@@ -1,4 +1,4 @@
-/* tone.c - statistics derived from what a backend measures, and their
+/* tone_report.c - statistics derived from what a backend measures, and their
  * table and JSON reports. */
 #include "tone_report.h"
 
