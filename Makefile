@@ -90,8 +90,8 @@ HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
 # their host-side planning, seconds).
 KERNEL_BUILD = build
-KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o histogram.o reduce.o scan.o lut.o)
-# the conv2d family headers (kernels/conv2d_*.cuh) both conv2d objects include
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_weights.o histogram.o reduce.o scan.o lut.o)
+# the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
@@ -145,7 +145,8 @@ $(BUILD)/obj/nvjpeg_codec.o: CPPFLAGS += $(NVJPEG_CFLAGS)
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
-$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o: $(CONV2D_HEADERS)
+$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
+$(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_weights.o: kernels/conv2d_weights.h
 
 $(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 	mkdir -p $@
