@@ -274,18 +274,24 @@ static void combine_row(double *t, const double *r, int n, int k, gf_combine com
     }
 }
 
+/* The unfiltered channels (alpha) of output row y, copied from the source. */
+static void pass_alpha(const band_job *job, int y, int n)
+{
+    const int ch = job->channels;
+    const unsigned char *in = job->src + (size_t)y * n;
+    unsigned char *out = job->dst + (size_t)y * n;
+    for (int c = job->channels_filtered; c < ch; c++)
+        for (int i = c; i < n; i += ch)
+            out[i] = in[i];
+}
+
 static void store_row(const band_job *job, int y, double *t, int32_t *rounded, int n)
 {
     if (job->mask->combine == GF_COMBINE_MAGNITUDE)
         for (int i = 0; i < n; i++)
             t[i] = sqrt(t[i]);
-    unsigned char *out = job->dst + (size_t)y * n;
-    round_row(t, rounded, out, n);
-    const int ch = job->channels;
-    const unsigned char *in = job->src + (size_t)y * n;
-    for (int c = job->channels_filtered; c < ch; c++)  /* alpha passes through */
-        for (int i = c; i < n; i += ch)
-            out[i] = in[i];
+    round_row(t, rounded, job->dst + (size_t)y * n, n);
+    pass_alpha(job, y, n);
 }
 
 /* ---- the three paths ------------------------------------------------------ */
@@ -373,10 +379,7 @@ static void finish_float_magnitude_row(const band_job *job, band_scratch *s, int
         const float rounded = (sqrtf((float)squares[i]) + 0x1.8p23f) - 0x1.8p23f;
         out[i] = (unsigned char)(rounded < 255.0f ? rounded : 255.0f);
     }
-    const unsigned char *in = job->src + (size_t)y * n;
-    for (int c = job->channels_filtered; c < job->channels; c++)  /* alpha passes through */
-        for (int i = c; i < n; i += job->channels)
-            out[i] = in[i];
+    pass_alpha(job, y, n);
 }
 
 static void finish_integer_row(const band_job *job, band_scratch *s, int y, int n)

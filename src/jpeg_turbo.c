@@ -11,7 +11,6 @@
 #include <string.h>
 
 #ifdef GF_HAVE_TURBOJPEG
-#include <pthread.h>
 #include <stdatomic.h>
 #include <turbojpeg.h>
 
@@ -116,16 +115,8 @@ static int encode_in_strips(strip_work *w, unsigned char **out, size_t *out_size
     w->sizes = calloc((size_t)w->count, sizeof *w->sizes);
     int status = -1;
     if (w->strips && w->sizes) {
-        int threads = gf_image_threads();
-        threads = threads < w->count ? threads : w->count;
-        pthread_t ids[64];
-        int started = 0;
-        for (; started < threads - 1 && started < 64; started++)
-            if (pthread_create(&ids[started], NULL, encode_strips, w) != 0)
-                break;
-        encode_strips(w);
-        for (int t = 0; t < started; t++)
-            pthread_join(ids[t], NULL);
+        const int threads = gf_image_threads();
+        gf_run_shared(encode_strips, w, threads < w->count ? threads : w->count);
         if (!atomic_load(&w->failed))
             status = gf_jpeg_join_strips(w->strips, w->sizes, w->count, w->height,
                                          mcus_per_row * (w->strip_rows / mcu), out, out_size);

@@ -285,6 +285,8 @@ static int parse_choice(const char *s, const char *const *names)
 static const char *const border_names[] = {"nearest", "constant", "reflect", "mirror", "wrap", NULL};
 static const char *const backend_names[] = {"auto", "cpu", "cuda", "reference", NULL};
 static const char *const codec_names[] = {"auto", "cpu", "gpu", NULL};
+/* indexed by gf_conv_version */
+static const char *const kernel_names[] = {"naive", "tiled", "blocked", "separable", "direct", "auto", NULL};
 
 static int parse_tile(const char *s, int *width, int *height)
 {
@@ -518,21 +520,10 @@ static int parse_device_option(int c, const char *arg, gf_job *j, const char **t
         *tile_text = arg;
         break;
     case OPT_KERNEL:
-        if (strcmp(arg, "auto") == 0)
-            j->backend_options.conv_version = GF_CONV_AUTO;
-        else if (strcmp(arg, "naive") == 0)
-            j->backend_options.conv_version = GF_CONV_NAIVE;
-        else if (strcmp(arg, "tiled") == 0)
-            j->backend_options.conv_version = GF_CONV_TILED;
-        else if (strcmp(arg, "blocked") == 0)
-            j->backend_options.conv_version = GF_CONV_BLOCKED;
-        else if (strcmp(arg, "separable") == 0)
-            j->backend_options.conv_version = GF_CONV_SEPARABLE;
-        else if (strcmp(arg, "direct") == 0)
-            j->backend_options.conv_version = GF_CONV_DIRECT;
-        else
+        if ((choice = parse_choice(arg, kernel_names)) < 0)
             return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
                                "tiled, naive)", arg);
+        j->backend_options.conv_version = (gf_conv_version)choice;
         break;
     case OPT_DEVICE:
         if (parse_int(arg, 0, 1023, &j->backend_options.device) < 0)

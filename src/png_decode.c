@@ -368,8 +368,7 @@ static void *unfilter_worker(void *arg)
     return NULL;
 }
 
-/* Unfilter and expand every row of the inflated data on 'threads' threads
- * (the caller's among them; fewer if they cannot start). */
+/* Unfilter and expand every row of the inflated data on 'threads' threads. */
 static int unfilter_image(const png_state *s, unsigned char *raw, size_t row_bytes,
                           unsigned char *out, size_t out_row, int threads)
 {
@@ -390,14 +389,7 @@ static int unfilter_image(const png_state *s, unsigned char *raw, size_t row_byt
     atomic_init(&w.next_row, 0);
     atomic_init(&w.first_failed, s->height);
     pthread_mutex_init(&w.lock, NULL);
-    pthread_t ids[64];
-    int started = 0;
-    for (int t = 1; t < threads && t <= 64; t++)
-        if (pthread_create(&ids[started], NULL, unfilter_worker, &w) == 0)
-            started++;
-    unfilter_worker(&w);
-    for (int t = 0; t < started; t++)
-        pthread_join(ids[t], NULL);
+    gf_run_shared(unfilter_worker, &w, threads);
     pthread_mutex_destroy(&w.lock);
     free(zeros);
     free(w.done);

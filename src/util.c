@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -91,4 +92,16 @@ void *gf_malloc_large(size_t bytes)
         (void)madvise((void *)first, end - first, MADV_HUGEPAGE);
 #endif
     return buffer;
+}
+
+void gf_run_shared(void *(*work)(void *), void *arg, int threads)
+{
+    pthread_t ids[63];
+    int started = 0;
+    for (int t = 1; t < threads && started < 63; t++)
+        if (pthread_create(&ids[started], NULL, work, arg) == 0)
+            started++;
+    work(arg);
+    for (int t = 0; t < started; t++)
+        pthread_join(ids[t], NULL);
 }

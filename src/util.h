@@ -30,4 +30,10 @@ int gf_mul_size(size_t a, size_t b, size_t *out);
  * where the kernel offers none), so that filling it takes 2 MiB page
  * faults instead of 4 KiB ones. free() it. */
 void *gf_malloc_large(size_t bytes);
+
+/* Run work(arg) on 'threads' threads at once, the caller's among them, and
+ * return when every one has returned. Fewer run where threads cannot
+ * start (at most 64): work must take its items from arg until none is
+ * left, so that any number of runners finishes the job. */
+void gf_run_shared(void *(*work)(void *), void *arg, int threads);
 #endif

@@ -41,7 +41,6 @@ int gf_png_zlib_bands(const unsigned char *data, size_t size, size_t band_size, 
 #else
 
 #include <libdeflate.h>
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "bytes.h"
@@ -392,24 +391,6 @@ static void *band_worker(void *arg)
     return NULL;
 }
 
-/* The workers: the calling thread and threads - 1 more (fewer if they
- * cannot start; the bands still all get done). */
-static void run_bands(band_work *w, int threads)
-{
-    pthread_t ids[64];
-    int started = 0;
-    if (threads > 64)
-        threads = 64;
-    if ((size_t)threads > w->count)
-        threads = (int)w->count;
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&ids[started], NULL, band_worker, w) == 0)
-            started++;
-    band_worker(w);
-    for (int t = 0; t < started; t++)
-        pthread_join(ids[t], NULL);
-}
-
 /* zlib's FLEVEL, as libdeflate writes it for the level */
 static unsigned char zlib_flags(int level)
 {
@@ -442,7 +423,7 @@ int gf_deflate_bands(gf_zlib_band *bands, size_t count, int level, int threads,
                      gf_band_fill fill, const gf_zlib_sink *sink)
 {
     band_work w = {bands, count, level, fill, 0};
-    run_bands(&w, threads);
+    gf_run_shared(band_worker, &w, (size_t)threads > count ? (int)count : threads);
     int failed = 0;
     for (size_t i = 0; i < count; i++)
         failed = bands[i].failed > failed ? bands[i].failed : failed;
