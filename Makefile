@@ -70,6 +70,12 @@ ifeq ($(TURBOJPEG),1)
 CPPFLAGS  += -DGF_HAVE_TURBOJPEG
 LDLIBS    := -Wl,-Bstatic -lturbojpeg -Wl,-Bdynamic $(LDLIBS)
 endif
+# With libjpeg-turbo's libjpeg header too (libjpeg-dev), large JPEGs stream
+# through a call row by row; the static library above holds that API.
+JPEGLIB ?= $(if $(TURBOJPEG),$(shell test -f /usr/include/jpeglib.h && echo 1))
+ifeq ($(JPEGLIB),1)
+CPPFLAGS  += -DGF_HAVE_JPEGLIB
+endif
 
 # nvJPEG's header (the CUDA toolkit's, PyPI's nvidia-nvjpeg, or .deps/nvjpeg)
 # builds the GPU JPEG codec; the library itself is loaded at run time, from
@@ -83,8 +89,8 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c backend_cuda.c nvjpeg_codec.c
-CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c nvjpeg_codec.c
+CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
 # (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
@@ -109,7 +115,7 @@ $(BUILD)/cuda-hold: tests/tools/cuda_hold.c | $(BUILD)/obj
 
 # The optional libraries this build links: what depends on them is built
 # again when that changes (a library installed after the first build).
-BUILD_CONFIG = LIBDEFLATE=$(LIBDEFLATE) TURBOJPEG=$(TURBOJPEG) NVJPEG=$(if $(NVJPEG_HEADER),1,0)
+BUILD_CONFIG = LIBDEFLATE=$(LIBDEFLATE) TURBOJPEG=$(TURBOJPEG) JPEGLIB=$(JPEGLIB) NVJPEG=$(if $(NVJPEG_HEADER),1,0)
 $(BUILD)/config: FORCE | $(BUILD)/obj
 	@echo '$(BUILD_CONFIG)' | cmp -s - $@ || echo '$(BUILD_CONFIG)' > $@
 .PHONY: FORCE
@@ -235,8 +241,8 @@ FUZZ_BUILD    = build-fuzz
 FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-                $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG)
-FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips png_decode png_encode zlib_bands stb_impl mask tone_report options pipeline backend_cpu cpu_conv cost_model nvjpeg_codec
+                $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG) $(if $(JPEGLIB),-DGF_HAVE_JPEGLIB)
+FUZZ_SRC      = util image decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask tone_report options pipeline backend_cpu cpu_conv cost_model nvjpeg_codec
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options
@@ -256,7 +262,7 @@ $(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
 .SECONDARY: $(FUZZ_OBJ)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) $(if $(TURBOJPEG),-lturbojpeg) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) $(if $(TURBOJPEG),-lturbojpeg) $(if $(JPEGLIB),-ljpeg) -lm
 
 fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	@mkdir -p $(FUZZ_BUILD)/findings

@@ -62,9 +62,11 @@ unsigned char *gf_read_input(const char *path, size_t *size);
  * cannot be stopped, is left to end or to die with the process). */
 gf_image *gf_image_load_limited(const char *path);
 /* The same, calling probed with the file's probe (its size, channels) and
- * bytes once they are checked, before the decode starts. */
-typedef void (*gf_probe_hook)(const gf_image_probe *probe, const unsigned char *data,
-                              size_t size, void *user);
+ * bytes once they are checked, before the decode starts. A hook that
+ * returns 1 takes the bytes (to free them): nothing is decoded then, and
+ * the load returns NULL with no error. */
+typedef int (*gf_probe_hook)(const gf_image_probe *probe, unsigned char *data, size_t size,
+                             void *user);
 gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, void *user);
 /* The decode step alone, of a file read and probed already: data (which it
  * takes, and frees) reserved from the budget and decoded under the limit. */
@@ -109,6 +111,19 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
 int gf_image_save(const gf_image *img, const char *path, gf_format format, int quality);
 /* The writing half of gf_image_save: bytes already encoded (and marked). */
 int gf_image_write_encoded(const char *path, const unsigned char *data, size_t size);
+
+/* An output written in pieces, as it is made (stream.h), under the rules
+ * of gf_image_write_encoded: a regular file's pieces go into its
+ * anonymous file, which gets its name at commit; standard output's, a
+ * device's or a FIFO's are kept until commit, so that a failure on the way
+ * writes nothing anywhere. open checks the path first (a folder, a link to
+ * nothing). Each returns 0 or -1 (NULL) with the error set; commit and
+ * discard free the output. */
+typedef struct gf_output gf_output;
+gf_output *gf_output_open(const char *path);
+int gf_output_write(gf_output *out, const unsigned char *data, size_t size);
+int gf_output_commit(gf_output *out);
+void gf_output_discard(gf_output *out);
 
 /* The mark of a file gpufilter wrote (image_mark.c): a PNG tEXt
  * "Software" chunk or a JPEG COM segment reading "gpufilter". Mark adds it

@@ -240,8 +240,8 @@ gf_image *gf_image_load_limited_hook(const char *path, gf_probe_hook probed, voi
         free(data);
         return NULL;
     }
-    if (probed)
-        probed(&probe, data, size, user);
+    if (probed && probed(&probe, data, size, user))
+        return NULL;
     return gf_image_decode_limited(data, size, name, &probe);
 }
 

@@ -359,3 +359,132 @@ int gf_image_write_encoded(const char *path, const unsigned char *data, size_t s
         gf_set_error("standard output: %s", strerror(errno));
     return status;
 }
+
+/* ---- an output in pieces ---------------------------------------------------- */
+
+struct gf_output {
+    char *path;          /* as given, for messages and the buffered write */
+    char *target;        /* the regular file replaced (a link's target) */
+    char folder[PATH_MAX];
+    mode_t mode;
+    int fd;              /* the anonymous file; -1: the pieces are buffered */
+    unsigned char *buffer;
+    size_t size, capacity;
+};
+
+static void free_output(gf_output *out)
+{
+    if (out->fd >= 0)
+        close(out->fd);  /* an anonymous file vanishes with its descriptor */
+    free(out->path);
+    free(out->target);
+    free(out->buffer);
+    free(out);
+}
+
+/* Where the pieces go: the anonymous file of the regular file at the
+ * output's path, or the buffer (standard output, devices, FIFOs, and file
+ * systems without anonymous files). 0, or -1 with the error set. */
+static int choose_destination(gf_output *out)
+{
+    if (strcmp(out->path, "-") == 0)
+        return 0;
+    if (resolve_output(out->path, &out->target) < 0)
+        return -1;
+    if (!out->target && !(out->target = strdup(out->path))) {
+        gf_set_error("out of memory");
+        return -1;
+    }
+    struct stat st;
+    gf_image_read_umask();
+    out->mode = 0666 & ~process_umask;
+    if (stat(out->target, &st) == 0) {
+        out->mode = st.st_mode & 07777;
+        if (S_ISDIR(st.st_mode)) {
+            gf_set_error("%s: is a directory", out->path);
+            return -1;
+        }
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+            return 0;
+        if (!S_ISREG(st.st_mode)) {
+            gf_set_error("%s: not a regular file, a character device or a FIFO; not replacing it",
+                         out->path);
+            return -1;
+        }
+    }
+    if (folder_of(out->target, out->folder, sizeof out->folder) < 0) {
+        gf_set_error("%s: cannot write the output: %s", out->path, strerror(ENAMETOOLONG));
+        return -1;
+    }
+    out->fd = open_anonymous(out->folder);
+    if (out->fd >= 0 || errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
+        return 0;
+    gf_set_error("%s: cannot write the output: %s", out->path, strerror(errno));
+    return -1;
+}
+
+gf_output *gf_output_open(const char *path)
+{
+    gf_output *out = calloc(1, sizeof *out);
+    if (!out || !(out->path = strdup(path))) {
+        free(out);
+        gf_set_error("out of memory");
+        return NULL;
+    }
+    out->fd = -1;
+    if (choose_destination(out) < 0) {
+        free_output(out);
+        return NULL;
+    }
+    return out;
+}
+
+int gf_output_write(gf_output *out, const unsigned char *data, size_t size)
+{
+    if (out->fd >= 0) {
+        if (write_all(out->fd, data, size) == 0)
+            return 0;
+        gf_set_error("%s: cannot write the output: %s", out->path, strerror(errno));
+        return -1;
+    }
+    if (size > out->capacity - out->size) {
+        size_t capacity = out->capacity ? out->capacity : 1 << 20;
+        while (capacity - out->size < size)
+            capacity *= 2;
+        unsigned char *bigger = realloc(out->buffer, capacity);
+        if (!bigger) {
+            gf_set_error("%s: out of memory for the output", out->path);
+            return -1;
+        }
+        out->buffer = bigger;
+        out->capacity = capacity;
+    }
+    memcpy(out->buffer + out->size, data, size);
+    out->size += size;
+    return 0;
+}
+
+int gf_output_commit(gf_output *out)
+{
+    int status;
+    if (out->fd < 0) {
+        status = gf_image_write_encoded(out->path, out->buffer, out->size);
+    } else {
+        int synced = 0;
+        status = fchmod(out->fd, out->mode);
+        if (status == 0)
+            status = sync_if_replacing(out->fd, out->target, &synced);
+        if (status == 0)
+            status = publish_anonymous(out->fd, out->folder, out->target, synced);
+        if (status < 0)
+            gf_set_error("%s: cannot write the output: %s", out->path, strerror(errno));
+    }
+    free_output(out);
+    return status;
+}
+
+void gf_output_discard(gf_output *out)
+{
+    if (out)
+        free_output(out);
+}

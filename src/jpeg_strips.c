@@ -1,6 +1,7 @@
 /* jpeg_strips.c - see jpeg_strips.h. The output: strip 0's headers with
  * the frame's height patched, a DRI segment, strip 0's SOS and entropy
- * data, then RSTn and each next strip's entropy data, and EOI. */
+ * data, then RSTn and each next strip's entropy data, and EOI: written
+ * piece by piece into a sink, which is a buffer for a whole image. */
 #include "jpeg_strips.h"
 
 #include <stdint.h>
@@ -56,49 +57,125 @@ static int same_headers(const unsigned char *a, const layout *la, const unsigned
                                                la->scan - height - 2) == 0;
 }
 
+struct gf_jpeg_joiner {
+    gf_jpeg_sink sink;
+    void *user;
+    int height, restart_mcus, added;
+    unsigned char *first;  /* strip 0's headers, to the end of its SOS segment */
+    layout first_layout;
+};
+
+gf_jpeg_joiner *gf_jpeg_joiner_new(int height, int restart_mcus, gf_jpeg_sink sink, void *user)
+{
+    if (height < 1 || height > 65535 || restart_mcus < 1 || restart_mcus > 65535)
+        return NULL;
+    gf_jpeg_joiner *j = calloc(1, sizeof *j);
+    if (j) {
+        j->sink = sink;
+        j->user = user;
+        j->height = height;
+        j->restart_mcus = restart_mcus;
+    }
+    return j;
+}
+
+void gf_jpeg_joiner_free(gf_jpeg_joiner *j)
+{
+    if (j)
+        free(j->first);
+    free(j);
+}
+
+/* Strip 0: its headers with the frame's height patched and a DRI segment
+ * before SOS (one piece, so that a mark can go into it), then its scan. */
+static int add_first(gf_jpeg_joiner *j, const unsigned char *strip, const layout *l)
+{
+    const unsigned char dri[6] = {0xFF, 0xDD, 0x00, 0x04, (unsigned char)(j->restart_mcus >> 8),
+                                  (unsigned char)j->restart_mcus};
+    unsigned char *head = malloc(l->sos + sizeof dri);
+    if (!(j->first = malloc(l->scan)) || !head) {
+        free(head);
+        return -1;
+    }
+    memcpy(j->first, strip, l->scan);
+    j->first_layout = *l;
+    memcpy(head, strip, l->sos);
+    head[l->sof + 5] = (unsigned char)(j->height >> 8);
+    head[l->sof + 6] = (unsigned char)j->height;
+    memcpy(head + l->sos, dri, sizeof dri);
+    int status = j->sink(j->user, head, l->sos + sizeof dri);
+    free(head);
+    return status < 0 ? -1 : j->sink(j->user, strip + l->sos, l->end - l->sos);
+}
+
+int gf_jpeg_joiner_add(gf_jpeg_joiner *j, const unsigned char *strip, size_t size)
+{
+    layout l;
+    if (read_layout(strip, size, &l) < 0 ||
+        (j->added > 0 && !same_headers(j->first, &j->first_layout, strip, &l)))
+        return 1;
+    int status;
+    if (j->added == 0) {
+        status = add_first(j, strip, &l);
+    } else {
+        const unsigned char restart[2] = {0xFF, (unsigned char)(0xD0 + ((j->added - 1) & 7))};
+        status = j->sink(j->user, restart, sizeof restart);
+        if (status == 0)
+            status = j->sink(j->user, strip + l.scan, l.end - l.scan);
+    }
+    j->added++;
+    return status < 0 ? -1 : 0;
+}
+
+int gf_jpeg_joiner_end(gf_jpeg_joiner *j)
+{
+    const unsigned char eoi[2] = {0xFF, 0xD9};
+    return j->added > 0 && j->sink(j->user, eoi, sizeof eoi) == 0 ? 0 : -1;
+}
+
+/* ---- the whole image in memory ---------------------------------------------- */
+
+typedef struct {
+    unsigned char *at, *end;
+} memory_sink;
+
+static int write_memory(void *user, const unsigned char *data, size_t size)
+{
+    memory_sink *m = user;
+    if ((size_t)(m->end - m->at) < size)
+        return -1;
+    memcpy(m->at, data, size);
+    m->at += size;
+    return 0;
+}
+
 int gf_jpeg_join_strips(unsigned char *const *strips, const size_t *sizes, int count, int height,
                         int restart_mcus, unsigned char **out, size_t *out_size)
 {
     if (count < 1 || height < 1 || height > 65535 || restart_mcus < 1 || restart_mcus > 65535)
         return 1;
-    layout *ls = malloc((size_t)count * sizeof *ls);
-    if (!ls)
-        return -1;
     size_t total = 6 + 2;  /* DRI, EOI */
     for (int i = 0; i < count; i++) {
-        if (read_layout(strips[i], sizes[i], &ls[i]) < 0 ||
-            !same_headers(strips[0], &ls[0], strips[i], &ls[i])) {
-            free(ls);
+        layout l;
+        if (read_layout(strips[i], sizes[i], &l) < 0)
             return 1;
-        }
-        total += (i == 0 ? ls[0].scan : 2) + (ls[i].end - ls[i].scan);
+        total += (i == 0 ? l.scan : 2) + (l.end - l.scan);
     }
-    unsigned char *o = malloc(total);
-    if (!o) {
-        free(ls);
-        return -1;
+    memory_sink m = {malloc(total), NULL};
+    m.end = m.at ? m.at + total : NULL;
+    unsigned char *o = m.at;
+    gf_jpeg_joiner *j = o ? gf_jpeg_joiner_new(height, restart_mcus, write_memory, &m) : NULL;
+    int status = j ? 0 : -1;
+    for (int i = 0; i < count && status == 0; i++)
+        status = gf_jpeg_joiner_add(j, strips[i], sizes[i]);
+    if (status == 0 && gf_jpeg_joiner_end(j) < 0)
+        status = -1;
+    gf_jpeg_joiner_free(j);
+    if (status != 0) {
+        free(o);
+        return status;
     }
-    unsigned char *w = o;
-    memcpy(w, strips[0], ls[0].sos);
-    w[ls[0].sof + 5] = (unsigned char)(height >> 8);
-    w[ls[0].sof + 6] = (unsigned char)height;
-    w += ls[0].sos;
-    const unsigned char dri[6] = {0xFF, 0xDD, 0x00, 0x04, (unsigned char)(restart_mcus >> 8),
-                                  (unsigned char)restart_mcus};
-    memcpy(w, dri, sizeof dri);
-    w += sizeof dri;
-    memcpy(w, strips[0] + ls[0].sos, ls[0].end - ls[0].sos);
-    w += ls[0].end - ls[0].sos;
-    for (int i = 1; i < count; i++) {
-        *w++ = 0xFF;
-        *w++ = (unsigned char)(0xD0 + ((i - 1) & 7));
-        memcpy(w, strips[i] + ls[i].scan, ls[i].end - ls[i].scan);
-        w += ls[i].end - ls[i].scan;
-    }
-    *w++ = 0xFF;
-    *w++ = 0xD9;
-    free(ls);
     *out = o;
-    *out_size = (size_t)(w - o);
+    *out_size = (size_t)(m.at - o);
     return 0;
 }

@@ -19,4 +19,16 @@
 int gf_jpeg_join_strips(unsigned char *const *strips, const size_t *sizes, int count, int height,
                         int restart_mcus, unsigned char **out, size_t *out_size);
 
+/* The same join as strips arrive, into a sink (a file being written): the
+ * pieces are the joined file's bytes, in order. new: NULL when out of
+ * memory or height / restart_mcus are out of range. add: 0, 1 when the
+ * strip cannot be joined to the first (nothing of it written), -1 when the
+ * sink failed or out of memory. end: the EOI marker; 0, or -1. */
+typedef int (*gf_jpeg_sink)(void *user, const unsigned char *data, size_t size);
+typedef struct gf_jpeg_joiner gf_jpeg_joiner;
+gf_jpeg_joiner *gf_jpeg_joiner_new(int height, int restart_mcus, gf_jpeg_sink sink, void *user);
+int gf_jpeg_joiner_add(gf_jpeg_joiner *joiner, const unsigned char *strip, size_t size);
+int gf_jpeg_joiner_end(gf_jpeg_joiner *joiner);
+void gf_jpeg_joiner_free(gf_jpeg_joiner *joiner);
+
 #endif

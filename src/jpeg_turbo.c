@@ -78,9 +78,9 @@ static int encode_whole(const unsigned char *src, int width, int pitch, int heig
 #define STRIP_ROWS 128
 
 typedef struct {
-    const unsigned char *src;
+    const unsigned char *src;  /* the band's first row */
     int width, pitch, format, sampling, quality;
-    int strip_rows, height, count;
+    int strip_rows, height, count;  /* the band's rows and strips */
     unsigned char **strips;
     size_t *sizes;
     atomic_int next, failed;
@@ -99,40 +99,79 @@ static void *encode_strips(void *arg)
     return NULL;
 }
 
-/* The strips on gf_image_threads() threads, joined; 1 when the image is
- * one strip or the strips cannot be joined (then it is encoded whole). */
-static int encode_in_strips(strip_work *w, unsigned char **out, size_t *out_size)
+/* The strip height of an image of this width and sampling, and the MCUs
+ * of one strip (its restart interval, at most 65535). */
+static int strip_rows_for(int width, int sampling, int *restart_mcus)
 {
-    const int mcu = w->sampling == TJSAMP_420 ? 16 : 8;
-    const int mcus_per_row = (w->width + mcu - 1) / mcu;
-    w->strip_rows = STRIP_ROWS;
-    while (w->strip_rows > mcu && mcus_per_row * (w->strip_rows / mcu) > 65535)
-        w->strip_rows /= 2;
+    const int mcu = sampling == TJSAMP_420 ? 16 : 8;
+    const int mcus_per_row = (width + mcu - 1) / mcu;
+    int rows = STRIP_ROWS;
+    while (rows > mcu && mcus_per_row * (rows / mcu) > 65535)
+        rows /= 2;
+    *restart_mcus = mcus_per_row * (rows / mcu);
+    return rows;
+}
+
+/* Encode the band's strips on gf_image_threads() threads into w->strips;
+ * 0, or -1. The caller frees them (free_strips). */
+static int encode_band(strip_work *w)
+{
     w->count = (w->height + w->strip_rows - 1) / w->strip_rows;
-    if (w->count < 2)
-        return 1;
     w->strips = calloc((size_t)w->count, sizeof *w->strips);
     w->sizes = calloc((size_t)w->count, sizeof *w->sizes);
-    int status = -1;
-    if (w->strips && w->sizes) {
-        const int threads = gf_image_threads();
-        gf_run_shared(encode_strips, w, threads < w->count ? threads : w->count);
-        if (!atomic_load(&w->failed))
-            status = gf_jpeg_join_strips(w->strips, w->sizes, w->count, w->height,
-                                         mcus_per_row * (w->strip_rows / mcu), out, out_size);
-    }
+    if (!w->strips || !w->sizes)
+        return -1;
+    atomic_store(&w->next, 0);
+    const int threads = gf_image_threads();
+    gf_run_shared(encode_strips, w, threads < w->count ? threads : w->count);
+    return atomic_load(&w->failed) ? -1 : 0;
+}
+
+static void free_strips(strip_work *w)
+{
     for (int i = 0; w->strips && i < w->count; i++)
         free(w->strips[i]);
     free(w->strips);
     free(w->sizes);
+    w->strips = NULL;
+    w->sizes = NULL;
+}
+
+/* The image in strips, joined; 1 when it is one strip or the strips cannot
+ * be joined (then it is encoded whole). */
+static int encode_in_strips(strip_work *w, unsigned char **out, size_t *out_size)
+{
+    int restart_mcus;
+    w->strip_rows = strip_rows_for(w->width, w->sampling, &restart_mcus);
+    if (w->height <= w->strip_rows)
+        return 1;
+    int status = encode_band(w);
+    if (status == 0)
+        status = gf_jpeg_join_strips(w->strips, w->sizes, w->count, w->height, restart_mcus, out,
+                                     out_size);
+    free_strips(w);
     return status;
+}
+
+/* stb_image_write's choices, kept: alpha dropped, gray stays gray, full
+ * chroma resolution above quality 90 */
+static strip_work strip_work_for(const unsigned char *src, int width, int height, int channels,
+                                 int quality)
+{
+    return (strip_work){
+        .src = src,
+        .width = width,
+        .pitch = width * (channels == 2 ? 1 : channels),
+        .format = channels <= 2 ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_RGBX,
+        .sampling = channels <= 2 ? TJSAMP_GRAY : quality > 90 ? TJSAMP_444 : TJSAMP_420,
+        .quality = quality,
+        .height = height,
+    };
 }
 
 int gf_jpeg_turbo_encode(const unsigned char *pixels, int width, int height, int channels,
                          int quality, unsigned char **out, size_t *out_size)
 {
-    /* stb_image_write's choices, kept: alpha dropped, gray stays gray, full
-     * chroma resolution above quality 90 */
     const unsigned char *src = pixels;
     unsigned char *gray = NULL;
     if (channels == 2) {
@@ -143,21 +182,74 @@ int gf_jpeg_turbo_encode(const unsigned char *pixels, int width, int height, int
             gray[i] = pixels[2 * i];
         src = gray;
     }
-    strip_work w = {
-        .src = src,
-        .width = width,
-        .pitch = width * (channels == 2 ? 1 : channels),
-        .format = channels <= 2 ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_RGBX,
-        .sampling = channels <= 2 ? TJSAMP_GRAY : quality > 90 ? TJSAMP_444 : TJSAMP_420,
-        .quality = quality,
-        .height = height,
-    };
+    strip_work w = strip_work_for(src, width, height, channels, quality);
     int status = encode_in_strips(&w, out, out_size);
     if (status == 1)
         status = encode_whole(src, width, w.pitch, height, w.format, w.sampling, quality, out,
                               out_size);
     free(gray);
     return status;
+}
+
+/* ---- an image written a band at a time ---------------------------------------- */
+
+struct gf_jpeg_stream {
+    strip_work shape;  /* width, pitch, format, sampling, quality, strip_rows */
+    int height, rows_written;
+    gf_jpeg_joiner *joiner;
+};
+
+gf_jpeg_stream *gf_jpeg_stream_new(int width, int height, int channels, int quality,
+                                   gf_jpeg_sink sink, void *user)
+{
+    if (channels == 2 || width < 1 || height < 1 || height > 65535)
+        return NULL;
+    gf_jpeg_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->shape = strip_work_for(NULL, width, height, channels, quality);
+    int restart_mcus;
+    s->shape.strip_rows = strip_rows_for(width, s->shape.sampling, &restart_mcus);
+    s->height = height;
+    if (height <= s->shape.strip_rows ||
+        !(s->joiner = gf_jpeg_joiner_new(height, restart_mcus, sink, user))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int gf_jpeg_stream_strip_rows(const gf_jpeg_stream *s)
+{
+    return s->shape.strip_rows;
+}
+
+int gf_jpeg_stream_write(gf_jpeg_stream *s, const unsigned char *pixels, int rows)
+{
+    if (rows < 1 || rows > s->height - s->rows_written ||
+        (rows % s->shape.strip_rows && rows != s->height - s->rows_written))
+        return -1;
+    strip_work w = s->shape;
+    w.src = pixels;
+    w.height = rows;
+    int status = encode_band(&w);
+    for (int i = 0; i < w.count && status == 0; i++)
+        status = gf_jpeg_joiner_add(s->joiner, w.strips[i], w.sizes[i]) == 0 ? 0 : -1;
+    free_strips(&w);
+    s->rows_written += rows;
+    return status;
+}
+
+int gf_jpeg_stream_end(gf_jpeg_stream *s)
+{
+    return s->rows_written == s->height ? gf_jpeg_joiner_end(s->joiner) : -1;
+}
+
+void gf_jpeg_stream_free(gf_jpeg_stream *s)
+{
+    if (s)
+        gf_jpeg_joiner_free(s->joiner);
+    free(s);
 }
 
 #else
@@ -189,6 +281,43 @@ int gf_jpeg_turbo_encode(const unsigned char *pixels, int width, int height, int
     (void)out;
     (void)out_size;
     return -1;
+}
+
+gf_jpeg_stream *gf_jpeg_stream_new(int width, int height, int channels, int quality,
+                                   gf_jpeg_sink sink, void *user)
+{
+    (void)width;
+    (void)height;
+    (void)channels;
+    (void)quality;
+    (void)sink;
+    (void)user;
+    return NULL;
+}
+
+int gf_jpeg_stream_strip_rows(const gf_jpeg_stream *stream)
+{
+    (void)stream;
+    return 0;
+}
+
+int gf_jpeg_stream_write(gf_jpeg_stream *stream, const unsigned char *pixels, int rows)
+{
+    (void)stream;
+    (void)pixels;
+    (void)rows;
+    return -1;
+}
+
+int gf_jpeg_stream_end(gf_jpeg_stream *stream)
+{
+    (void)stream;
+    return -1;
+}
+
+void gf_jpeg_stream_free(gf_jpeg_stream *stream)
+{
+    (void)stream;
 }
 
 #endif

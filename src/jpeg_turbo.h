@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "jpeg_strips.h"
+
 /* 1 when this build decodes and encodes JPEG with libjpeg-turbo. */
 int gf_jpeg_turbo_available(void);
 /* Decoded pixels (malloc'd; 1 channel for gray JPEGs, else 3), or NULL when
@@ -14,5 +16,19 @@ unsigned char *gf_jpeg_turbo_decode(const unsigned char *data, size_t size, int 
  * libjpeg-turbo is absent or failed: then encode with stb_image_write. */
 int gf_jpeg_turbo_encode(const unsigned char *pixels, int width, int height, int channels,
                          int quality, unsigned char **out, size_t *out_size);
+
+/* The same file as gf_jpeg_turbo_encode's, encoded a band of rows at a
+ * time and written into sink as it goes (a large image streamed): bands
+ * of a multiple of gf_jpeg_stream_strip_rows() rows, but the last. new:
+ * NULL without libjpeg-turbo, for 2 channels, or for an image of one strip.
+ * write and end: 0, or -1 (encoder or sink failed). The file is not
+ * marked (the sink's first piece holds SOI and the JFIF segment). */
+typedef struct gf_jpeg_stream gf_jpeg_stream;
+gf_jpeg_stream *gf_jpeg_stream_new(int width, int height, int channels, int quality,
+                                   gf_jpeg_sink sink, void *user);
+int gf_jpeg_stream_strip_rows(const gf_jpeg_stream *stream);
+int gf_jpeg_stream_write(gf_jpeg_stream *stream, const unsigned char *pixels, int rows);
+int gf_jpeg_stream_end(gf_jpeg_stream *stream);
+void gf_jpeg_stream_free(gf_jpeg_stream *stream);
 
 #endif

@@ -12,6 +12,7 @@
 #include "options.h"
 #include "pipeline.h"
 #include "route.h"
+#include "stream.h"
 #include "tone_report.h"
 #include "util.h"
 
@@ -125,34 +126,10 @@ static int run_on_gpu_codecs(const gf_job *j)
     return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
 }
 
-static int run(const gf_job *j)
+/* The decoded image through the pipeline on backend, then saved (or its
+ * statistics printed); takes img. */
+static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, double decode_ms)
 {
-    if (output_may_be_an_input(j))
-        return GF_EXIT_USAGE;
-    if (j->codec == GF_CODEC_GPU)
-        return run_on_gpu_codecs(j);
-    if (j->jobs)
-        gf_set_image_threads(j->jobs);
-    gf_route *route = gf_route_begin(j);
-    if (!route) {
-        fprintf(stderr, "%s\n", gf_error());
-        return GF_EXIT_FILE;
-    }
-    double t0 = gf_now_ms();
-    gf_image *img = gf_route_load(route, j, j->input);
-    double t1 = gf_now_ms();
-    if (!img) {
-        fprintf(stderr, "%s\n", gf_error());
-        gf_route_end(route);
-        return GF_EXIT_FILE;
-    }
-    gf_backend *backend = gf_route_backend(route, j);
-    gf_route_end(route);
-    if (!backend) {
-        fprintf(stderr, "%s\n", gf_error());
-        gf_image_free(img);
-        return GF_EXIT_FILE;
-    }
     int status = GF_EXIT_FILE;
     if (j->gray)
         gf_image_to_gray(img);
@@ -188,11 +165,64 @@ static int run(const gf_job *j)
     else if (j->verbose)
         fprintf(stderr, "gpufilter: %s %dx%dx%d on %s: decode %.1f ms, upload %.1f ms, filter %.1f ms, "
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
-                img->channels, backend->name, t1 - t0, times.upload_ms, times.filter_ms,
+                img->channels, backend->name, decode_ms, times.upload_ms, times.filter_ms,
                 times.download_ms, gf_now_ms() - t2);
     gf_image_free(reference);
     gf_image_free(img);
-    backend->destroy(backend);
+    return status;
+}
+
+/* A large JPEG to JPEG on the CPU streams (stream.h): the call's status,
+ * or, for a file that turns out not to stream, its image decoded whole
+ * into *img and GF_STREAM_DECLINED. */
+static int run_streamed(const gf_job *j, gf_route *route, gf_backend *backend, gf_image **img,
+                        double *decode_ms)
+{
+    size_t size;
+    const unsigned char *data = gf_route_stream_input(route, &size);
+    int status = gf_stream_run(j, backend->name, data, size);
+    if (status == GF_STREAM_DECLINED) {
+        const double t0 = gf_now_ms();
+        if (!(*img = gf_route_decode_whole(route)))
+            status = GF_EXIT_FILE;
+        *decode_ms = gf_now_ms() - t0;
+    }
+    if (status == GF_EXIT_FILE)
+        fprintf(stderr, "%s\n", gf_error());
+    return status;
+}
+
+static int run(const gf_job *j)
+{
+    if (output_may_be_an_input(j))
+        return GF_EXIT_USAGE;
+    if (j->codec == GF_CODEC_GPU)
+        return run_on_gpu_codecs(j);
+    if (j->jobs)
+        gf_set_image_threads(j->jobs);
+    gf_route *route = gf_route_begin(j);
+    if (!route) {
+        fprintf(stderr, "%s\n", gf_error());
+        return GF_EXIT_FILE;
+    }
+    double t0 = gf_now_ms();
+    gf_image *img = gf_route_load(route, j, j->input);
+    double decode_ms = gf_now_ms() - t0;
+    size_t stream_size;
+    const int streams = !img && gf_route_stream_input(route, &stream_size);
+    gf_backend *backend = img || streams ? gf_route_backend(route, j) : NULL;
+    int status = GF_EXIT_FILE;
+    if (!backend)
+        fprintf(stderr, "%s\n", gf_error());
+    else if (streams)
+        status = run_streamed(j, route, backend, &img, &decode_ms);
+    gf_route_end(route);
+    if (backend && img)
+        status = filter_and_save(j, img, backend, decode_ms);
+    else
+        gf_image_free(img);
+    if (backend)
+        backend->destroy(backend);
     return status;
 }
 

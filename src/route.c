@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cost_model.h"
+#include "stream.h"
 #include "util.h"
 
 struct gf_route {
@@ -18,6 +19,10 @@ struct gf_route {
     double began_ms, start_ms; /* when it began, how long it took */
     int decided, use_gpu;      /* --backend auto's choice */
     gf_cost_estimate estimate;
+    unsigned char *stream_data; /* the input, when it streams (stream.h) */
+    size_t stream_size;
+    gf_image_probe probe;
+    const char *name;          /* the input's, for messages */
 };
 
 static void *start_gpu(void *arg)
@@ -63,9 +68,30 @@ gf_route *gf_route_begin(const gf_job *job)
     return r;
 }
 
+/* Keep the input's bytes for a streamed call, when it streams on the
+ * backend the call takes; 1 when they were taken. */
+static int take_for_stream(gf_route *r, const gf_image_probe *probe, unsigned char *data,
+                           size_t size)
+{
+    gf_backend_kind backend = r->job->backend;
+    if (backend == GF_BACKEND_AUTO)
+        backend = r->use_gpu ? GF_BACKEND_CUDA : GF_BACKEND_CPU;
+    if (!gf_stream_wanted(r->job, backend, probe, data, size))
+        return 0;
+    r->stream_data = data;
+    r->stream_size = size;
+    r->probe = *probe;
+    return 1;
+}
+
+static int probed_for_stream(const gf_image_probe *probe, unsigned char *data, size_t size,
+                             void *user)
+{
+    return take_for_stream(user, probe, data, size);
+}
+
 /* --backend auto: estimate both routes from the probe; start the GPU if it wins. */
-static void decide(const gf_image_probe *probe, const unsigned char *data, size_t size,
-                   void *user)
+static int decide(const gf_image_probe *probe, unsigned char *data, size_t size, void *user)
 {
     gf_route *r = user;
     const int channels = r->job->gray && probe->channels >= 3 ? probe->channels - 2
@@ -78,13 +104,30 @@ static void decide(const gf_image_probe *probe, const unsigned char *data, size_
     r->use_gpu = r->estimate.use_gpu;
     if (r->use_gpu)
         begin_gpu(r);
+    return take_for_stream(r, probe, data, size);
 }
 
 gf_image *gf_route_load(gf_route *r, const gf_job *job, const char *path)
 {
+    r->name = strcmp(path, "-") == 0 ? "standard input" : path;
     if (job->backend == GF_BACKEND_AUTO)
         return gf_image_load_limited_hook(path, decide, r);
-    return gf_image_load_limited(path);
+    if (job->backend == GF_BACKEND_CUDA)
+        return gf_image_load_limited(path);
+    return gf_image_load_limited_hook(path, probed_for_stream, r);
+}
+
+const unsigned char *gf_route_stream_input(const gf_route *r, size_t *size)
+{
+    *size = r->stream_size;
+    return r->stream_data;
+}
+
+gf_image *gf_route_decode_whole(gf_route *r)
+{
+    unsigned char *data = r->stream_data;
+    r->stream_data = NULL;
+    return gf_image_decode_limited(data, r->stream_size, r->name, &r->probe);
 }
 
 static gf_backend *cpu_backend(const gf_job *job)
@@ -126,5 +169,6 @@ void gf_route_end(gf_route *r)
     join_gpu(r);
     if (r->gpu)
         r->gpu->destroy(r->gpu);
+    free(r->stream_data);
     free(r);
 }

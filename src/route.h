@@ -17,8 +17,13 @@ typedef struct gf_route gf_route;
 
 /* NULL when out of memory. */
 gf_route *gf_route_begin(const gf_job *job);
-/* Decode the input (gf_image_load_limited), deciding on the way. */
+/* Decode the input (gf_image_load_limited), deciding on the way; NULL
+ * with no error when the call streams instead (stream.h): then
+ * gf_route_stream_input gives the input's bytes, and gf_route_decode_whole
+ * decodes them after all, for a file that turns out not to stream. */
 gf_image *gf_route_load(gf_route *route, const gf_job *job, const char *path);
+const unsigned char *gf_route_stream_input(const gf_route *route, size_t *size);
+gf_image *gf_route_decode_whole(gf_route *route);
 /* The backend the call runs on, once the start (if any) has finished; the
  * caller destroys it. NULL with an error. -v reports the choice and the
  * start's time, hidden and waited for. */
