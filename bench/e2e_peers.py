@@ -63,10 +63,14 @@ def make(outdir, specs):
                     tile = ImageOps.mirror(tile)
                 canvas.paste(tile, (x0, y0))
                 k += 1
-        arr = np.asarray(canvas, dtype=np.float32)
-        if GRAIN > 0:
-            arr += rng.normal(0, GRAIN, arr.shape).astype(np.float32)
-        img = Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8))
+        pixels = np.asarray(canvas).copy()
+        # the grain in bands of rows (the same draws as in one piece), so
+        # that a 20000x20000 image needs no float copy of itself
+        for y in range(0, h, 1024) if GRAIN > 0 else ():
+            band = pixels[y:y + 1024].astype(np.float32)
+            band += rng.normal(0, GRAIN, band.shape).astype(np.float32)
+            pixels[y:y + 1024] = np.clip(band + 0.5, 0, 255).astype(np.uint8)
+        img = Image.fromarray(pixels)
         tmp = out.with_name(out.stem + ".tmp" + out.suffix)
         if ext in ("jpg", "jpeg"):
             img.save(tmp, quality=92)

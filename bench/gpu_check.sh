@@ -45,7 +45,7 @@ export GF_INSTALL=0
 # the static libdeflate and libturbojpeg the carried objects were built
 # with (carried in .deps/lib): every make of this script links the same
 if [ -d .deps/lib ]; then
-    export LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib"
+    export LIBDEFLATE=1 TURBOJPEG=1 JPEGLIB=1 CFLAGS="-O2 -g -L$PWD/.deps/lib"
 fi
 STB=${STB_CFLAGS:--I.deps/stb}
 summary=()
@@ -63,7 +63,7 @@ build() {
     # the static libdeflate and libturbojpeg the carried objects were built
     # with, where the GPU machine lacks their headers (carried in .deps/lib)
     local libs=()
-    [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
+    [ -d .deps/lib ] && libs=(LIBDEFLATE=1 TURBOJPEG=1 JPEGLIB=1 CFLAGS="-O2 -g -L$PWD/.deps/lib")
     # BUILD_TARGETS: what to build (without bench: no NPP object to compile,
     # for a call that only tests)
     make -j"$(nproc)" STB_CFLAGS="$STB" "${libs[@]}" ${BUILD_TARGETS:-all build/cuda-hold bench} \

@@ -7,8 +7,8 @@
 #
 #   build:  the stb headers (libstb-dev; STB_DIR, default /usr/include/stb)
 #           and, optional, the faster codecs libdeflate-dev and
-#           libturbojpeg0-dev, which the build links when their headers are
-#           there
+#           libturbojpeg0-dev (with libjpeg-dev's header, large JPEGs
+#           stream), which the build links when their headers are there
 #   unit:   cmocka (libcmocka-dev), for the unit tests
 #   python: a Python with numpy, scipy, pytest, Pillow and OpenCV for the
 #           CLI tests: the system's when it has them all, else a virtual
@@ -34,7 +34,8 @@ case $step in
 build)
     need required libstb-dev "$stb/stb_image.h"
     need optional libdeflate-dev /usr/include/libdeflate.h
-    need optional libturbojpeg0-dev /usr/include/turbojpeg.h ;;
+    need optional libturbojpeg0-dev /usr/include/turbojpeg.h
+    need optional libjpeg-dev /usr/include/jpeglib.h ;;
 unit)
     need required libcmocka-dev /usr/include/cmocka.h ;;
 python)
