@@ -39,7 +39,7 @@ if command -v vips >/dev/null; then
         "$WORK/gaussian5.sep.mat" --precision integer
 fi
 if "$PYTHON" -c "import cv2" 2>/dev/null; then
-    row "opencv (one process)" "$PYTHON" - "$in" "$WORK/out/big-opencv.jpg" <<'PY'
+    cat >"$WORK/big_opencv.py" <<'PY'
 import os, sys
 import cv2, numpy as np
 cv2.setNumThreads(os.cpu_count())
@@ -49,4 +49,5 @@ out = cv2.sepFilter2D(img, -1, k, k, borderType=cv2.BORDER_REPLICATE)
 cv2.imwrite(sys.argv[2], out, [cv2.IMWRITE_JPEG_QUALITY, 92, cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
                                cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444])
 PY
+    row "opencv (one process)" "$PYTHON" "$WORK/big_opencv.py" "$in" "$WORK/out/big-opencv.jpg"
 fi
