@@ -82,18 +82,23 @@ if "$BIN" --list-devices >/dev/null 2>&1; then
     printf '%-34s %10s\n' "cuda filter, first launch (sobel)" "$filt"
 fi
 echo
-# the model's CPU constants: least squares over the integer rows, then the
-# double path's tap from the fractional mask
+# the model's CPU constants: value and tap by least squares over the
+# one-matrix integer rows; a further matrix's cost from the rows with more
+# (sobel's pair, finished in floats, can cost less a value than one
+# matrix: then 0); the double path's tap from the fractional mask
 "$PYTHON" - "$DIR/cpu_rows" "$VALUES" <<'EOF'
 import sys
 import numpy as np
 rows = [line.split() for line in open(sys.argv[1])]
 values = float(sys.argv[2])
 ints = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "integer"]
-a = np.array([[1.0, m, t] for m, t, _ in ints])
-value_ns, matrix_ns, tap_ns = np.linalg.lstsq(a, np.array([ns for *_, ns in ints]), rcond=None)[0]
+one = [(t, ns) for m, t, ns in ints if m == 1]
+a = np.array([[1.0, t] for t, _ in one])
+value_ns, tap_ns = np.linalg.lstsq(a, np.array([ns for _, ns in one]), rcond=None)[0]
+more = [(ns - value_ns - tap_ns * t) / (m - 1) for m, t, ns in ints if m > 1]
+matrix_ns = max(0.0, float(np.mean(more))) if more else 0.0
 doubles = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "double"]
-double_ns = np.mean([(ns - value_ns - matrix_ns * m) / t for m, t, ns in doubles])
+double_ns = np.mean([(ns - value_ns - matrix_ns * (m - 1)) / t for m, t, ns in doubles])
 print(f"#define CPU_VALUE_NS {value_ns:.2f}\n#define CPU_MATRIX_NS {matrix_ns:.2f}\n"
       f"#define CPU_TAP_NS {tap_ns:.3f}\n#define CPU_DOUBLE_TAP_NS {double_ns:.3f}")
 EOF

@@ -1,32 +1,35 @@
 /* cost_model.c - the estimates behind --backend auto (cost_model.h).
  *
  * Constants: bench/cost_model.sh measures them (it prints the CPU block),
- * here on the H100 host (16 Xeon cores): the machines where the choice
+ * here on the H200 host (16 Xeon cores): the machines where the choice
  * matters are those with a GPU. The development machine's EPYC core is
- * about 2.5 times faster per value (0.95 + 0.54 a matrix + 0.047 a tap);
- * there the model overestimates the CPU, and takes the GPU a little sooner.
+ * faster per value (bench/RESULTS.md); there the model overestimates the
+ * CPU, and takes the GPU a little sooner.
  */
 #include "cost_model.h"
 
 #include "cpu_conv.h"
 
-/* CPU, one core: a value of a convolution costs VALUE + MATRIX per matrix
- * + TAP per multiply-add of its path (cpu_conv.h), DOUBLE_TAP on the
- * double path */
-#define CPU_VALUE_NS 1.88
-#define CPU_MATRIX_NS 1.81
-#define CPU_TAP_NS 0.140
-#define CPU_DOUBLE_TAP_NS 0.229
-#define CPU_TONE_NS 4.0            /* a tone operation, one thread, per value */
+/* CPU, one core: a value of a convolution costs VALUE (its first matrix
+ * included) + MATRIX per further matrix + TAP per multiply-add of its path
+ * (cpu_conv.h), DOUBLE_TAP on the double path. A further matrix costs
+ * nothing measurable: sobel's pair, finished in floats, costs less a
+ * value than gaussian5's one matrix. */
+#define CPU_VALUE_NS 2.61
+#define CPU_MATRIX_NS 0.0
+#define CPU_TAP_NS 0.127
+#define CPU_DOUBLE_TAP_NS 0.246
+#define CPU_TONE_NS 3.3            /* a tone operation, one thread, per value */
 /* GPU */
-#define GPU_START_MS 220.0         /* cuInit, the primary context, buffers (beside the decode) */
-#define GPU_FIRST_LAUNCH_MS 117.0  /* the kernels' module, loaded at the first launch */
-#define GPU_UPLOAD_BYTES_PER_NS 5.9   /* pageable host memory */
-#define GPU_DOWNLOAD_BYTES_PER_NS 9.7
+#define GPU_START_MS 229.0         /* cuInit, the primary context, buffers (beside the decode) */
+#define GPU_FIRST_LAUNCH_MS 80.0   /* the kernels' module, loaded at the first launch */
+#define GPU_UPLOAD_BYTES_PER_NS 6.1   /* pageable host memory */
+#define GPU_DOWNLOAD_BYTES_PER_NS 10.6
 #define GPU_BYTES_PER_NS 1500.0    /* a kernel pass, read and write */
-/* decoding (one core), per value */
-#define DECODE_PNG_NS 8.9
-#define DECODE_JPEG_NS 1.6
+/* decoding, per value: JPEG on one core, PNG's rows unfiltered on the
+ * host's cores (fewer cores: a longer decode, more of the start hidden) */
+#define DECODE_PNG_NS 1.9
+#define DECODE_JPEG_NS 1.4
 #define DECODE_OTHER_NS 2.0
 
 /* Nanoseconds a value of this mask costs one core. */
@@ -34,7 +37,7 @@ static double mask_ns(const gf_mask *mask)
 {
     int taps = 0;
     const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
-    return CPU_VALUE_NS + CPU_MATRIX_NS * mask->count +
+    return CPU_VALUE_NS + CPU_MATRIX_NS * (mask->count - 1) +
            taps * (path == GF_CPU_DOUBLE ? CPU_DOUBLE_TAP_NS : CPU_TAP_NS);
 }
 
