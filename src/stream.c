@@ -5,10 +5,13 @@
  * the masks' anchors) and `below` under it, cut at the image's edges. The
  * chain runs on the window as on a whole image; a row near a cut edge is
  * then wrong, by at most the rows the chain reaches, so the band's rows are
- * right. The next window keeps the rows it shares with this one and
- * decodes the rest. */
+ * right. Two windows take turns: while one is filtered, encoded and
+ * written, a thread fills the other with the next band's rows (those the
+ * two share copied, the rest decoded), so the one-core decode runs beside
+ * the threaded filter and encoder. */
 #include "stream.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,12 @@ int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_
 
 /* ---- one call ------------------------------------------------------------------ */
 
+/* Image rows [first, first + rows) of the decoded image. */
+typedef struct {
+    unsigned char *pixels;
+    int first, rows;
+} window;
+
 typedef struct {
     const gf_job *job;
     int fast;                   /* cpu_conv.c, else the reference's loops */
@@ -67,8 +76,8 @@ typedef struct {
     int width, height, colour;  /* colour: the decoder's channels; channels: after --gray */
     int channels, band, above, below;
     size_t pitch;               /* bytes of a row */
-    unsigned char *window, *work[2], *gray;
-    int first, rows;            /* the window's first image row, and its rows */
+    window windows[2];          /* one filtered while the other is decoded */
+    unsigned char *work[2], *gray;
     double decode_ms, filter_ms, encode_ms;
 } stream;
 
@@ -128,38 +137,38 @@ static int decode_rows(stream *s, unsigned char *dst, int rows)
     return 0;
 }
 
-/* Make the window hold image rows [first, last): keep those it has. */
-static int fill_window(stream *s, int first, int last)
+/* Make dst hold image rows [first, last): those prev has are copied, the
+ * rest decoded (prev is only read: the filter may be reading it too). */
+static int fill_window(stream *s, window *dst, const window *prev, int first, int last)
 {
-    const int kept_from = first > s->first ? first : s->first;
-    const int kept_to = s->first + s->rows;
-    const int kept = kept_to > kept_from ? kept_to - kept_from : 0;
+    const int kept_to = prev->first + prev->rows;
+    const int kept = kept_to > first ? kept_to - first : 0;
     if (kept > 0)
-        memmove(s->window, s->window + (size_t)(kept_from - s->first) * s->pitch,
-                (size_t)kept * s->pitch);
+        memcpy(dst->pixels, prev->pixels + (size_t)(first - prev->first) * s->pitch,
+               (size_t)kept * s->pitch);
     const double t0 = gf_now_ms();
-    const int status = decode_rows(s, s->window + (size_t)kept * s->pitch, last - first - kept);
+    const int status = decode_rows(s, dst->pixels + (size_t)kept * s->pitch, last - first - kept);
     s->decode_ms += gf_now_ms() - t0;
-    s->first = first;
-    s->rows = last - first;
+    dst->first = first;
+    dst->rows = last - first;
     return status;
 }
 
 /* The chain over the window, which it leaves as it is (the next window
- * keeps rows of it), through two work buffers; the result in one of them. */
-static const unsigned char *filter_window(stream *s)
+ * takes rows of it), through two work buffers; the result in one of them. */
+static const unsigned char *filter_window(stream *s, const window *w)
 {
     const gf_pipeline *pipeline = &s->job->pipeline;
     const int filtered = gf_pipeline_channels_filtered(pipeline, s->channels);
-    const unsigned char *src = s->window;
+    const unsigned char *src = w->pixels;
     unsigned char *dst = s->work[0];
     const double t0 = gf_now_ms();
     for (int i = 0; i < pipeline->count; i++) {
         const gf_mask *mask = pipeline->ops[i].mask;
         if (!s->fast)
-            gf_conv2d_cpu(src, dst, s->width, s->rows, s->channels, filtered, mask,
+            gf_conv2d_cpu(src, dst, s->width, w->rows, s->channels, filtered, mask,
                           pipeline->border);
-        else if (gf_conv2d_fast(src, dst, s->width, s->rows, s->channels, filtered, mask,
+        else if (gf_conv2d_fast(src, dst, s->width, w->rows, s->channels, filtered, mask,
                                 pipeline->border, 0) < 0)
             return NULL;
         src = dst;
@@ -169,30 +178,80 @@ static const unsigned char *filter_window(stream *s)
     return src;
 }
 
-/* Every band: decoded into the window, filtered, its rows encoded and
- * written. 0, GF_EXIT_FILE, or GF_STREAM_DECLINED (the decoder failed). */
+/* Band k's output rows [y0, y1) and the window [first, last) it reads. */
+typedef struct {
+    int y0, y1, first, last;
+} band_span;
+
+static band_span span_of(const stream *s, int k)
+{
+    band_span b;
+    b.y0 = k * s->band;
+    b.y1 = b.y0 + s->band < s->height ? b.y0 + s->band : s->height;
+    b.first = b.y0 - s->above > 0 ? b.y0 - s->above : 0;
+    b.last = b.y1 + s->below < s->height ? b.y1 + s->below : s->height;
+    return b;
+}
+
+/* The band's rows filtered from its window, encoded and written. */
+static int filter_and_encode(stream *s, const window *w, band_span b)
+{
+    const unsigned char *result = filter_window(s, w);
+    if (!result) {
+        gf_set_error("%s: out of memory for the CPU convolution", s->job->input);
+        return GF_EXIT_FILE;
+    }
+    const double t0 = gf_now_ms();
+    const int status = gf_jpeg_stream_write(s->encoder, result + (size_t)(b.y0 - b.first) * s->pitch,
+                                            b.y1 - b.y0);
+    s->encode_ms += gf_now_ms() - t0;
+    if (status < 0 && !s->sink_failed)
+        gf_set_error("%s: the JPEG encoder failed", s->job->output);
+    return status < 0 ? GF_EXIT_FILE : 0;
+}
+
+/* The next band's window, decoded on a thread beside the filter. */
+typedef struct {
+    stream *s;
+    window *dst;
+    const window *prev;
+    band_span span;
+    int status;
+} fill_job;
+
+static void *fill_ahead(void *arg)
+{
+    fill_job *f = arg;
+    f->status = fill_window(f->s, f->dst, f->prev, f->span.first, f->span.last);
+    return NULL;
+}
+
+/* Every band: its window decoded (the next one on a thread while this one
+ * is filtered, encoded and written). 0, GF_EXIT_FILE, or
+ * GF_STREAM_DECLINED (the decoder failed). */
 static int run_bands(stream *s)
 {
-    for (int y0 = 0; y0 < s->height; y0 += s->band) {
-        const int y1 = y0 + s->band < s->height ? y0 + s->band : s->height;
-        const int first = y0 - s->above > 0 ? y0 - s->above : 0;
-        const int last = y1 + s->below < s->height ? y1 + s->below : s->height;
-        if (fill_window(s, first, last) < 0)
+    const int bands = (s->height + s->band - 1) / s->band;
+    window *current = &s->windows[0], *next = &s->windows[1];
+    const window none = {NULL, 0, 0};
+    if (fill_window(s, current, &none, span_of(s, 0).first, span_of(s, 0).last) < 0)
+        return GF_STREAM_DECLINED;
+    for (int k = 0; k < bands; k++) {
+        fill_job ahead = {s, next, current, k + 1 < bands ? span_of(s, k + 1) : span_of(s, k), 0};
+        pthread_t thread;
+        const int threaded = k + 1 < bands && pthread_create(&thread, NULL, fill_ahead, &ahead) == 0;
+        const int status = filter_and_encode(s, current, span_of(s, k));
+        if (threaded)
+            pthread_join(thread, NULL);
+        else if (k + 1 < bands && status == 0)
+            fill_ahead(&ahead);  /* no thread to spare: after, on this one */
+        if (status != 0)
+            return status;
+        if (ahead.status < 0)
             return GF_STREAM_DECLINED;
-        const unsigned char *result = filter_window(s);
-        if (!result) {
-            gf_set_error("%s: out of memory for the CPU convolution", s->job->input);
-            return GF_EXIT_FILE;
-        }
-        const double t0 = gf_now_ms();
-        const int status = gf_jpeg_stream_write(s->encoder, result + (size_t)(y0 - first) * s->pitch,
-                                                y1 - y0);
-        s->encode_ms += gf_now_ms() - t0;
-        if (status < 0) {
-            if (!s->sink_failed)
-                gf_set_error("%s: the JPEG encoder failed", s->job->output);
-            return GF_EXIT_FILE;
-        }
+        window *t = current;
+        current = next;
+        next = t;
     }
     return 0;
 }
@@ -212,11 +271,13 @@ static int band_rows(const stream *s)
 static int allocate_buffers(stream *s)
 {
     const size_t bytes = (size_t)(s->above + s->band + s->below) * s->pitch;
-    s->window = gf_malloc_large(bytes);
+    s->windows[0].pixels = gf_malloc_large(bytes);
+    s->windows[1].pixels = gf_malloc_large(bytes);
     s->work[0] = gf_malloc_large(bytes);
     s->work[1] = s->job->pipeline.count > 1 ? gf_malloc_large(bytes) : NULL;
     s->gray = s->channels != s->colour ? malloc((size_t)GRAY_ROWS * s->width * s->colour) : NULL;
-    if (s->window && s->work[0] && (s->work[1] || s->job->pipeline.count < 2) &&
+    if (s->windows[0].pixels && s->windows[1].pixels && s->work[0] &&
+        (s->work[1] || s->job->pipeline.count < 2) &&
         (s->gray || s->channels == s->colour))
         return 0;
     gf_set_error("%s: out of memory for a band of %d rows", s->job->input, s->band);
@@ -228,7 +289,8 @@ static void free_stream(stream *s)
     gf_jpeg_rows_close(s->decoder);
     gf_jpeg_stream_free(s->encoder);
     gf_output_discard(s->out);
-    free(s->window);
+    free(s->windows[0].pixels);
+    free(s->windows[1].pixels);
     free(s->work[0]);
     free(s->work[1]);
     free(s->gray);

@@ -2,9 +2,10 @@
  * on the CPU, in bounded memory (as libvips streams an image).
  *
  * Decode (jpeg_rows.h), filter and encode (jpeg_turbo.h) take a band of
- * rows each, and the file is written as it is made (gf_output): memory
- * holds the compressed input, two bands with the mask chain's halo and the
- * bands being decoded and encoded, whatever the image's height. The output
+ * rows each, the next band decoded while this one is filtered, and the
+ * file is written as it is made (gf_output): memory holds the compressed
+ * input and four buffers of a band with the mask chain's halo (two
+ * windows, two for the chain), whatever the image's height. The output
  * is the same file, byte for byte, as the whole image's: each band is
  * filtered as a sub-image with the halo above and below it (the rows a
  * border mode reaches at the image's top and bottom are inside it), and
