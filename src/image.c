@@ -361,30 +361,15 @@ const char *gf_format_name(gf_format format)
 /* ---- encoding ------------------------------------------------------------- */
 
 typedef struct {
-    unsigned char *data;
-    size_t size, capacity;
+    gf_bytes bytes;
     int failed;
 } byte_buffer;
 
 static void append_bytes(void *context, void *data, int size)
 {
     byte_buffer *b = context;
-    if (b->failed || size <= 0)
-        return;
-    if (b->size + (size_t)size > b->capacity) {
-        size_t capacity = b->capacity ? b->capacity : 1 << 16;
-        while (capacity < b->size + (size_t)size)
-            capacity *= 2;
-        unsigned char *bigger = realloc(b->data, capacity);
-        if (!bigger) {
-            b->failed = 1;
-            return;
-        }
-        b->data = bigger;
-        b->capacity = capacity;
-    }
-    memcpy(b->data + b->size, data, (size_t)size);
-    b->size += (size_t)size;
+    if (!b->failed && size > 0 && gf_bytes_append(&b->bytes, data, (size_t)size) < 0)
+        b->failed = 1;
 }
 
 int gf_image_encode(const gf_image *img, gf_format format, int quality,
@@ -428,12 +413,12 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
         return -1;
     }
     if (!ok || b.failed) {
-        free(b.data);
+        free(b.bytes.data);
         gf_set_error("cannot encode the image as %s%s", gf_format_name(format),
                      b.failed ? ": out of memory" : "");
         return -1;
     }
-    *data = b.data;
-    *size = b.size;
+    *data = b.bytes.data;
+    *size = b.bytes.size;
     return 0;
 }

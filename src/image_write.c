@@ -368,8 +368,7 @@ struct gf_output {
     char folder[PATH_MAX];
     mode_t mode;
     int fd;              /* the anonymous file; -1: the pieces are buffered */
-    unsigned char *buffer;
-    size_t size, capacity;
+    gf_bytes buffered;
 };
 
 static void free_output(gf_output *out)
@@ -378,7 +377,7 @@ static void free_output(gf_output *out)
         close(out->fd);  /* an anonymous file vanishes with its descriptor */
     free(out->path);
     free(out->target);
-    free(out->buffer);
+    free(out->buffered.data);
     free(out);
 }
 
@@ -447,28 +446,17 @@ int gf_output_write(gf_output *out, const unsigned char *data, size_t size)
         gf_set_error("%s: cannot write the output: %s", out->path, strerror(errno));
         return -1;
     }
-    if (size > out->capacity - out->size) {
-        size_t capacity = out->capacity ? out->capacity : 1 << 20;
-        while (capacity - out->size < size)
-            capacity *= 2;
-        unsigned char *bigger = realloc(out->buffer, capacity);
-        if (!bigger) {
-            gf_set_error("%s: out of memory for the output", out->path);
-            return -1;
-        }
-        out->buffer = bigger;
-        out->capacity = capacity;
-    }
-    memcpy(out->buffer + out->size, data, size);
-    out->size += size;
-    return 0;
+    if (gf_bytes_append(&out->buffered, data, size) == 0)
+        return 0;
+    gf_set_error("%s: out of memory for the output", out->path);
+    return -1;
 }
 
 int gf_output_commit(gf_output *out)
 {
     int status;
     if (out->fd < 0) {
-        status = gf_image_write_encoded(out->path, out->buffer, out->size);
+        status = gf_image_write_encoded(out->path, out->buffered.data, out->buffered.size);
     } else {
         int synced = 0;
         status = fchmod(out->fd, out->mode);

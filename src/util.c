@@ -105,3 +105,20 @@ void gf_run_shared(void *(*work)(void *), void *arg, int threads)
     for (int t = 0; t < started; t++)
         pthread_join(ids[t], NULL);
 }
+
+int gf_bytes_append(gf_bytes *b, const void *data, size_t size)
+{
+    if (size > b->capacity - b->size) {
+        size_t capacity = b->capacity ? b->capacity : 1 << 16;
+        while (capacity - b->size < size)
+            capacity *= 2;
+        unsigned char *bigger = realloc(b->data, capacity);
+        if (!bigger)
+            return -1;
+        b->data = bigger;
+        b->capacity = capacity;
+    }
+    memcpy(b->data + b->size, data, size);
+    b->size += size;
+    return 0;
+}

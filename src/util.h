@@ -31,6 +31,15 @@ int gf_mul_size(size_t a, size_t b, size_t *out);
  * faults instead of 4 KiB ones. free() it. */
 void *gf_malloc_large(size_t bytes);
 
+/* A growing heap buffer (free() its data): append copies size bytes,
+ * doubling the capacity as needed; 0, or -1 when out of memory (what it
+ * holds is kept). */
+typedef struct {
+    unsigned char *data;
+    size_t size, capacity;
+} gf_bytes;
+int gf_bytes_append(gf_bytes *bytes, const void *data, size_t size);
+
 /* Run work(arg) on 'threads' threads at once, the caller's among them, and
  * return when every one has returned. Fewer run where threads cannot
  * start (at most 64): work must take its items from arg until none is
