@@ -154,13 +154,11 @@ int gf_jpeg_join_strips(unsigned char *const *strips, const size_t *sizes, int c
 {
     if (count < 1 || height < 1 || height > 65535 || restart_mcus < 1 || restart_mcus > 65535)
         return 1;
-    size_t total = 6 + 2;  /* DRI, EOI */
-    for (int i = 0; i < count; i++) {
-        layout l;
-        if (read_layout(strips[i], sizes[i], &l) < 0)
-            return 1;
-        total += (i == 0 ? l.scan : 2) + (l.end - l.scan);
-    }
+    /* room for every strip whole, DRI and EOI: each strip's part of the
+     * file is smaller than the strip (its EOI, or its headers, go) */
+    size_t total = 6 + 2;
+    for (int i = 0; i < count; i++)
+        total += sizes[i];
     memory_sink m = {malloc(total), NULL};
     m.end = m.at ? m.at + total : NULL;
     unsigned char *o = m.at;

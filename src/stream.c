@@ -234,7 +234,8 @@ static int run_bands(stream *s)
     const int bands = (s->height + s->band - 1) / s->band;
     window *current = &s->windows[0], *next = &s->windows[1];
     const window none = {NULL, 0, 0};
-    if (fill_window(s, current, &none, span_of(s, 0).first, span_of(s, 0).last) < 0)
+    const band_span first = span_of(s, 0);
+    if (fill_window(s, current, &none, first.first, first.last) < 0)
         return GF_STREAM_DECLINED;
     for (int k = 0; k < bands; k++) {
         fill_job ahead = {s, next, current, k + 1 < bands ? span_of(s, k + 1) : span_of(s, k), 0};
