@@ -8,6 +8,8 @@ H x W x C (C = 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA); writers also accept H x W.
 import io
 import math
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -402,3 +404,22 @@ def apply_masks(img, masks, border="nearest", filter_alpha=False):
             m = load_mask(m)
         out = apply_mask(out, m, border, filter_alpha)
     return out
+
+
+# Peak resident memory of one process: its parent reads the child's
+# ru_maxrss, so that the test process's own memory is not counted.
+_MEASURE = """
+import resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], capture_output=True)
+sys.stderr.buffer.write(proc.stderr)
+print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_memory_kib(argv, env=None):
+    """Peak resident memory of one run of argv, which must succeed: (KiB, its stderr)."""
+    proc = subprocess.run([sys.executable, "-c", _MEASURE] + [str(a) for a in argv],
+                          capture_output=True, timeout=600, env={**os.environ, **(env or {})})
+    rc, max_rss_kib = map(int, proc.stdout.split())
+    assert rc == 0, proc.stderr
+    return max_rss_kib, proc.stderr.decode()

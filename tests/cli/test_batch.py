@@ -3,13 +3,12 @@ collisions, failures skipped, bounded memory, interrupts."""
 
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from gftest import random_image, read_png, write_png
+from gftest import peak_memory_kib, random_image, read_png, write_png
 from test_cli import check_error
 
 
@@ -122,22 +121,6 @@ def test_batch_needs_an_output_folder(gf, rng, tmp_path):
     check_error(r, 2, ["-o DIR"])
 
 
-MEASURE = """
-import resource, subprocess, sys
-proc = subprocess.run(sys.argv[1:], capture_output=True)
-sys.stderr.buffer.write(proc.stderr)
-print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"""
-
-
-def peak_memory_kib(argv):
-    """Peak resident memory of one run of argv (which must succeed), KiB."""
-    proc = subprocess.run([sys.executable, "-c", MEASURE] + argv, capture_output=True, timeout=600)
-    rc, max_rss_kib = map(int, proc.stdout.split())
-    assert rc == 0, proc.stderr
-    return max_rss_kib
-
-
 def test_memory_stays_bounded_over_500_images(gf, rng, tmp_path):
     """500 images of 512x512 RGB (768 KiB each, 384 MiB together) on 2
     workers: the process never holds more than a few images at once. The
@@ -148,7 +131,7 @@ def test_memory_stays_bounded_over_500_images(gf, rng, tmp_path):
 
     def batch(paths, out):
         argv = [str(gf.path), "--backend", gf.backend, "-m", "box3", "-j", "2", "-o", str(out)]
-        return peak_memory_kib(argv + [str(p) for p in paths])
+        return peak_memory_kib(argv + [str(p) for p in paths])[0]
 
     two = batch(inputs[:2], tmp_path / "out2")
     all_of_them = batch(inputs, tmp_path / "out")

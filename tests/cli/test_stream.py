@@ -9,14 +9,12 @@ these tests (bands of that many rows, rounded up to 128)."""
 import os
 import re
 import stat
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
 
-from gftest import photo
+from gftest import peak_memory_kib, photo
 
 STREAMED = "streamed in bands of"
 
@@ -160,21 +158,9 @@ def test_outputs_streamed_anywhere(gf, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["dir.jpg", "in.jpg", "link.jpg", "old.jpg", "want.jpg"]
 
 
-MEASURE = """
-import resource, subprocess, sys
-proc = subprocess.run(sys.argv[1:], capture_output=True)
-sys.stderr.buffer.write(proc.stderr)
-print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"""
-
-
 def peak_memory_mib(argv, env=None):
-    """Peak resident memory of one run of argv, which must succeed; MiB and stderr."""
-    proc = subprocess.run([sys.executable, "-c", MEASURE] + [str(a) for a in argv],
-                          capture_output=True, timeout=600, env={**os.environ, **(env or {})})
-    rc, max_rss_kib = map(int, proc.stdout.split())
-    assert rc == 0, proc.stderr
-    return max_rss_kib / 1024, proc.stderr.decode()
+    kib, err = peak_memory_kib(argv, env)
+    return kib / 1024, err
 
 
 def test_streamed_memory_is_a_band_not_the_image(gf, tmp_path):
