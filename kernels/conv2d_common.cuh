@@ -108,8 +108,8 @@ constexpr int kParamWeights = 980;
  * (box3): the exact integer sum t (|t| < 2^22) times fl(1/d) in one FFMA
  * that also rounds, the same byte as rint(t / d): t / d lies at least
  * 1 / (2|d|) from any half-integer (2t - d(2k + 1) is odd), and the
- * product is within |t / d| 2^-24 < 1 / (4|d|) of it, so both round the
- * same way, with no tie. Only the kernels with a loop for it are given it
+ * product is within |t / d| 2^-24 < 1 / (4|d|) of it: the same nearest
+ * integer, never a tie. Only the kernels with a loop for it are given it
  * (conv2d_make_plan). */
 enum { MODE_PRESCALED_NO_OFFSET = 0, MODE_PRESCALED = 1, MODE_DIV = 2, MODE_DIV_ODD = 3 };
 /* Added to MODE_PRESCALED_NO_OFFSET or MODE_DIV_ODD in a version 4 kernel
