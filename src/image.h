@@ -92,7 +92,7 @@ gf_format gf_format_from_path(const char *path);
 const char *gf_format_name(gf_format format);
 
 /* PNG compression level: 0 (none) .. 12 with libdeflate (0 .. 9 otherwise). */
-#define GF_DEFAULT_PNG_LEVEL 3
+#define GF_DEFAULT_PNG_LEVEL 1
 void gf_image_set_png_level(int level);
 /* The CRC of a PNG chunk's type and data (stb_image_write's). */
 uint32_t gf_png_crc32(const unsigned char *data, size_t size);

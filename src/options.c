@@ -110,7 +110,7 @@ static void usage(FILE *out)
 "      --codec C          JPEG codec: auto (default: nvJPEG for a batch of 256\n"
 "                         MiB of JPEG or more on a GPU with a hardware decoder;\n"
 "                         else the CPU's), cpu, gpu (one INPUT too)\n"
-"      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 3)\n"
+"      --png-level N      PNG compression 0 (fastest, largest) to 12 (default 1)\n"
 "      --backend B        auto (default: the CPU for small work, else the GPU\n"
 "                         if usable; -v says why), cuda, cpu (all cores),\n"
 "                         reference (the one-thread double-precision oracle:\n"
