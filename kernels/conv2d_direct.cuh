@@ -43,6 +43,203 @@ template <bool B> struct conv2d_flag {
     __host__ __device__ constexpr operator bool() const { return B; }
 };
 
+/* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so that
+ * (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one FFMA makes
+ * the sum times 1 / scale when it is prescaled (a power of two: exact), and
+ * with 2^23 added (top) also rounds it half to even, like conv2d_value's
+ * FADD of 2^23 after its clamp (the clamp commutes with the rounding:
+ * [0, 255] becomes [2^23, 2^23 + 255]). */
+constexpr int kAccStart4 = 0x4B400000;
+
+/* The finish's factors per matrix: mul scales a sum, sub takes the
+ * accumulators' bias off a scaled sum, top adds 2^23 to round (SUM_FIRST:
+ * the bias is taken off the sum first, exact, as -12582912 / d would be
+ * rounded; MODE_DIV_ODD and the cascades' plain sums). */
+template <bool SUM_FIRST, int K>
+__device__ __forceinline__ void conv2d_scales4(const fast_header &h, bool div, float (&mul)[K],
+                                               float (&sub)[K], float (&top)[K])
+{
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        mul[k] = div ? 1.0f : 1.0f / h.scale[k];
+        sub[k] = -12582912.0f * mul[k];
+        top[k] = SUM_FIRST ? kMagic : sub[k] + kMagic;
+    }
+}
+
+/* An output row starts: its accumulators at the bias. */
+template <int Q, int K, int CF>
+__device__ __forceinline__ void conv2d_start_row4(int (&acc)[Q][K][CF])
+{
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int c = 0; c < CF; c++)
+                acc[q][k][c] = kAccStart4;
+}
+
+/* The separable paths' row pass: one DP4A chain per output and channel
+ * over the row's byte weights (a.w[0 .. WW - 1]), its sum biased like the
+ * accumulators (|h| < 2^22), returned as a float without the bias (exact). */
+template <int CF, int Q, int WW, int N>
+__device__ __forceinline__ void conv2d_row_pass4(const fast_args<N> &a, const unsigned (&win)[CF][Q][WW],
+                                                 float (&hf)[Q][CF])
+{
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            int s = kAccStart4;
+#pragma unroll
+            for (int j = 0; j < WW; j++)
+                s = conv2d_dp4a(win[c][q][j], __float_as_uint(a.w[j]), s);
+            hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
+        }
+}
+
+/* The separable paths' column pass of input row r, whose row pass is hf:
+ * exact integer products and sums in floats. kSeparable4: hf times each
+ * column weight (a.w[WW + i]) into the M rows in progress. The cascades
+ * leave in done the sums of output row r - (M - 1), complete: kBinomial4
+ * as M - 1 stages of pairwise sums (acc[k] holds stage k of row r - 1;
+ * stage k + 1 of row r is stage k of rows r and r - 1), kBox4 as a running
+ * sum (acc[0 .. M - 2]: the row passes of rows r - 1 .. r - M + 1,
+ * acc[M - 1] their sum). */
+template <int DP, int M, int Q, int K, int CF, int N>
+__device__ __forceinline__ void conv2d_column_pass4(const fast_args<N> &a, const float (&hf)[Q][CF],
+                                                    int (&acc)[M][Q][K][CF], float (&done)[Q][CF])
+{
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            if constexpr (DP == kBinomial4) {
+                float v = hf[q][c];
+#pragma unroll
+                for (int k = 0; k < M - 1; k++) {
+                    const float up = __fadd_rn(v, __int_as_float(acc[k][q][0][c]));
+                    acc[k][q][0][c] = __float_as_int(v);
+                    v = up;
+                }
+                done[q][c] = v;
+            } else if constexpr (DP == kBox4) {
+                const float t = __fadd_rn(__int_as_float(acc[M - 1][q][0][c]), hf[q][c]);
+                done[q][c] = t;
+                acc[M - 1][q][0][c] = __float_as_int(__fadd_rn(t, -__int_as_float(acc[M - 2][q][0][c])));
+#pragma unroll
+                for (int i = M - 2; i > 0; i--)
+                    acc[i][q][0][c] = acc[i - 1][q][0][c];
+                acc[0][q][0][c] = __float_as_int(hf[q][c]);
+            }
+        }
+    if constexpr (DP == kSeparable4) {
+        constexpr int WW = dp4<M>::WW;
+#pragma unroll
+        for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
+            const float cw = a.w[WW + i];
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    acc[i][q][0][c] = __float_as_int(__fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
+        }
+    }
+}
+
+/* DP4A (DP 1) and DP2A (DP 2): input row r's window words times mask row
+ * i's packed weights into output row r - i, for every i and matrix. */
+template <int DP, int M, int Q, int K, int CF, int WW, int N>
+__device__ __forceinline__ void conv2d_dp_rows4(const fast_args<N> &a, const unsigned (&win)[CF][Q][WW],
+                                                int (&acc)[M][Q][K][CF])
+{
+#pragma unroll
+    for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int j = 0; j < WW; j++) {
+                constexpr int per = DP == 2 ? 2 : 1;
+                const int at = ((k * M + i) * WW + j) * per;
+                const unsigned wp = __float_as_uint(a.w[at]);
+                const unsigned wq = __float_as_uint(a.w[at + per - 1]);
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++) {
+                        int &s = acc[i][q][k][c];
+                        if constexpr (DP == 2)
+                            s = conv2d_dp2a<true>(wq, win[c][q][j], conv2d_dp2a<false>(wp, win[c][q][j], s));
+                        else
+                            s = conv2d_dp4a(win[c][q][j], wp, s);
+                    }
+            }
+}
+
+/* One matrix's finished row (quick modes): the bytes as conv2d_value
+ * returns them, from the complete accumulators (biased) or, for the
+ * cascades, from their plain sums; one FFMA and, unless the outputs are
+ * known to be in range, a clamp. */
+template <int MODE, bool IN_RANGE, bool CASCADE, int Q, int K, int CF>
+__device__ __forceinline__ void conv2d_quick_values4(const int (&acc)[Q][K][CF], const float (&done)[Q][CF],
+                                                     float mul, float top, float (&fv)[Q][CF])
+{
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            float t;
+            if constexpr (CASCADE)
+                t = done[q][c];
+            else
+                t = __int_as_float(acc[q][0][c]);
+            if constexpr (MODE == MODE_DIV_ODD && !CASCADE)
+                t = __fadd_rn(t, -12582912.0f);  /* the sum itself */
+            const float v = __fmaf_rn(t, mul, top);
+            fv[q][c] = IN_RANGE ? v : fminf(fmaxf(v, kMagic), kMagic + 255.0f);
+        }
+}
+
+/* The float path: input row r's pixels times mask row i into output row
+ * r - i, the taps known to be 0 (ZERO) left out (acc + 0 * px is acc). */
+template <unsigned ZERO, int M, int Q, int K, int CF, int NPX, int N>
+__device__ __forceinline__ void conv2d_float_rows4(const fast_args<N> &a, const float (&px)[NPX][CF],
+                                                   float (&acc)[M][Q][K][CF])
+{
+#pragma unroll
+    for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
+#pragma unroll
+        for (int mx = 0; mx < M; mx++)
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int wi = (k * M + i) * M + mx;
+                if ((ZERO >> wi) & 1)
+                    continue;
+                const float wv = a.w[wi];
+#pragma unroll
+                for (int q = 0; q < Q; q++)
+#pragma unroll
+                    for (int c = 0; c < CF; c++)
+                        acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
+            }
+}
+
+/* The rows in progress move one older: acc[i] <- acc[i - 1]. */
+template <class T, int M, int Q, int K, int CF>
+__device__ __forceinline__ void conv2d_shift_rows4(T (&acc)[M][Q][K][CF])
+{
+#pragma unroll
+    for (int i = M - 1; i > 0; i--)
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int k = 0; k < K; k++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    acc[i][q][k][c] = acc[i - 1][q][k][c];
+}
+
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
@@ -119,13 +316,6 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             conv2d_copy_commit();  /* an empty group past the last row keeps the count */
         };
         typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
-        /* DP: the accumulators start at 0x4B400000, the float 1.5 * 2^23, so
-         * that (|sum| < 2^22) their bits are the float 1.5 * 2^23 + sum: one
-         * FFMA makes the sum times 1 / scale when it is prescaled (a power of
-         * two: exact), and with 2^23 added (top) also rounds it half to even,
-         * like conv2d_value's FADD of 2^23 after its clamp (the clamp commutes
-         * with the rounding: [0, 255] becomes [2^23, 2^23 + 255]) */
-        [[maybe_unused]] constexpr int kAccStart = 0x4B400000;  /* unread on the float path */
         /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
          * per output */
         constexpr bool quick = K == 1 && (MODE == MODE_PRESCALED_NO_OFFSET || MODE == MODE_DIV_ODD);
@@ -152,14 +342,7 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
         [[maybe_unused]] const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
         [[maybe_unused]] unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
         float mul[K], sub[K], top[K];
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            mul[k] = div ? 1.0f : 1.0f / h.scale[k];
-            sub[k] = -12582912.0f * mul[k];
-            /* MODE_DIV_ODD: the bias is taken off first (exact), as
-             * -12582912 / d would be rounded */
-            top[k] = MODE == MODE_DIV_ODD || cascade ? kMagic : sub[k] + kMagic;
-        }
+        conv2d_scales4<MODE == MODE_DIV_ODD || cascade>(h, div, mul, sub, top);
         auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
             conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
                 if constexpr (MODE == kModeAny)
@@ -224,114 +407,21 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 constexpr int WW = dp4<M>::WW;
                 unsigned win[CF][Q][WW];
                 conv2d_windows4<C, CF, Q, M>(mine, win);
-                if constexpr (!cascade) {
-#pragma unroll
-                    for (int q = 0; q < Q; q++)  /* output row r starts */
-#pragma unroll
-                        for (int k = 0; k < K; k++)
-#pragma unroll
-                            for (int c = 0; c < CF; c++)
-                                acc[0][q][k][c] = kAccStart;
-                }
+                if constexpr (!cascade)
+                    conv2d_start_row4(acc[0]);  /* output row r starts */
                 /* the cascades: the sums of output row r - (M - 1), complete */
                 [[maybe_unused]] float done[Q][CF];
                 if constexpr (conv2d_separable4(DP)) {
-                    /* the row pass: one DP4A chain per output and channel, its
-                     * sum h biased like the accumulators (|h| < 2^22), then
-                     * h as a float (exact) times each column weight into the M
-                     * rows in progress: exact integer products and sums */
                     float hf[Q][CF];
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int c = 0; c < CF; c++) {
-                            int s = kAccStart;
-#pragma unroll
-                            for (int j = 0; j < WW; j++)
-                                s = conv2d_dp4a(win[c][q][j], __float_as_uint(a.w[j]), s);
-                            hf[q][c] = __fadd_rn(__int_as_float(s), -12582912.0f);
-                        }
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int c = 0; c < CF; c++) {
-                            if constexpr (DP == kBinomial4) {
-                                /* acc[k] holds stage k of row r - 1; stage k + 1
-                                 * of row r is stage k of rows r and r - 1 */
-                                float v = hf[q][c];
-#pragma unroll
-                                for (int k = 0; k < M - 1; k++) {
-                                    const float up = __fadd_rn(v, __int_as_float(acc[k][q][0][c]));
-                                    acc[k][q][0][c] = __float_as_int(v);
-                                    v = up;
-                                }
-                                done[q][c] = v;
-                            } else if constexpr (DP == kBox4) {
-                                /* acc[0 .. M - 2]: the row passes of rows r - 1 ..
-                                 * r - M + 1, acc[M - 1] their sum */
-                                const float t = __fadd_rn(__int_as_float(acc[M - 1][q][0][c]), hf[q][c]);
-                                done[q][c] = t;
-                                acc[M - 1][q][0][c] =
-                                    __float_as_int(__fadd_rn(t, -__int_as_float(acc[M - 2][q][0][c])));
-#pragma unroll
-                                for (int i = M - 2; i > 0; i--)
-                                    acc[i][q][0][c] = acc[i - 1][q][0][c];
-                                acc[0][q][0][c] = __float_as_int(hf[q][c]);
-                            }
-                        }
-                    if constexpr (DP == kSeparable4) {
-#pragma unroll
-                        for (int i = 0; i < M; i++) {  /* input row r is mask row i of output row r - i */
-                            const float cw = a.w[WW + i];
-#pragma unroll
-                            for (int q = 0; q < Q; q++)
-#pragma unroll
-                                for (int c = 0; c < CF; c++)
-                                    acc[i][q][0][c] = __float_as_int(
-                                        __fmaf_rn(hf[q][c], cw, __int_as_float(acc[i][q][0][c])));
-                        }
-                    }
+                    conv2d_row_pass4(a, win, hf);
+                    conv2d_column_pass4<DP>(a, hf, acc, done);
                 } else {
-#pragma unroll
-                    for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
-#pragma unroll
-                        for (int k = 0; k < K; k++)
-#pragma unroll
-                            for (int j = 0; j < WW; j++) {
-                                constexpr int per = DP == 2 ? 2 : 1;
-                                const int at = ((k * M + i) * WW + j) * per;
-                                const unsigned wp = __float_as_uint(a.w[at]);
-                                const unsigned wq = __float_as_uint(a.w[at + per - 1]);
-#pragma unroll
-                                for (int q = 0; q < Q; q++)
-#pragma unroll
-                                    for (int c = 0; c < CF; c++) {
-                                        int &s = acc[i][q][k][c];
-                                        if constexpr (DP == 2)
-                                            s = conv2d_dp2a<true>(wq, win[c][q][j],
-                                                                  conv2d_dp2a<false>(wp, win[c][q][j], s));
-                                        else
-                                            s = conv2d_dp4a(win[c][q][j], wp, s);
-                                    }
-                            }
+                    conv2d_dp_rows4<DP>(a, win, acc);
                 }
                 const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
                 if (j >= 0 && quick) {
                     float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int c = 0; c < CF; c++) {
-                            float t;
-                            if constexpr (cascade)
-                                t = done[q][c];
-                            else
-                                t = __int_as_float(acc[M - 1][q][0][c]);
-                            if constexpr (MODE == MODE_DIV_ODD && !cascade)
-                                t = __fadd_rn(t, -12582912.0f);  /* the sum itself */
-                            const float v = __fmaf_rn(t, mul[0], top[0]);
-                            fv[q][c] = IN_RANGE ? v : fminf(fmaxf(v, kMagic), kMagic + 255.0f);
-                        }
+                    conv2d_quick_values4<MODE, IN_RANGE, cascade>(acc[M - 1], done, mul[0], top[0], fv);
                     if constexpr (kWide) {
                         if (wide)
                             conv2d_store_wide<C, CF, Q>(out, fv);
@@ -357,37 +447,13 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 float px[N][CF];
                 conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
                 conv2d_zero(acc[0]);
-#pragma unroll
-                for (int i = 0; i < M; i++)  /* input row r is mask row i of output row r - i */
-#pragma unroll
-                    for (int mx = 0; mx < M; mx++)
-#pragma unroll
-                        for (int k = 0; k < K; k++) {
-                            const int wi = (k * M + i) * M + mx;
-                            if ((ZERO >> wi) & 1)
-                                continue;  /* a weight known to be 0: acc + 0 * px is acc */
-                            const float wv = a.w[wi];
-#pragma unroll
-                            for (int q = 0; q < Q; q++)
-#pragma unroll
-                                for (int c = 0; c < CF; c++)
-                                    acc[i][q][k][c] = fmaf(px[q + mx][c], wv, acc[i][q][k][c]);
-                        }
+                conv2d_float_rows4<ZERO>(a, px, acc);
                 const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
                 if (j >= 0)
                     finish(y0 + j, acc[M - 1]);
             }
-            if constexpr (!cascade && !gradient && !box_run) {  /* (those move their own) */
-#pragma unroll
-                for (int i = M - 1; i > 0; i--)  /* the rows in progress move one older */
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int k = 0; k < K; k++)
-#pragma unroll
-                            for (int c = 0; c < CF; c++)
-                                acc[i][q][k][c] = acc[i - 1][q][k][c];
-            }
+            if constexpr (!cascade && !gradient && !box_run)  /* (those move their own) */
+                conv2d_shift_rows4(acc);  /* the rows in progress move one older */
         };
         conv2d_zero(acc);  /* rows before the first output: never stored */
 #pragma unroll
