@@ -608,151 +608,162 @@ static int conv2d_pack_stream(const float *row, const float *column, float scale
     return 16;
 }
 
-/* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
- * 'full' also the header, weights and grid. False when the version cannot
- * run it. */
-bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool full)
+/* What choosing the variant learns for the later steps of a plan. */
+struct conv2d_choice {
+    const conv2d_mask_facts *facts;  /* NULL without host weights */
+    int cf, CF;                      /* channels filtered: as given (clamped), the template's */
+    float row[kMaxMask], column[kMaxMask];
+    bool have_factors;               /* row x column, in row and column */
+    bool in_range;                   /* version 4: outputs in 0..255, where prescaled or odd */
+    bool mma, row_streams;           /* version 4: the tensor cores, the row streams */
+    int threads;
+};
+
+/* Version 2: the fixed-size kernels for 3x3 (up to two matrices), 5x5 and
+ * 7x7 (one), weights in the parameters unless they do not fit. */
+static bool conv2d_pick2(const conv2d_launch *p, conv2d_plan *pl, const conv2d_choice &ch)
+{
+    const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    const bool host = p->host_weights != NULL;
+    const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
+    const bool ws = !host || K * mw * mh > kParamWeights;
+    if (ws && !p->weights)
+        return false;
+    pl->v = conv2d_find(2, p->channels, ch.CF, K, fixed ? mw : 0, ws);
+    const int TW = p->tile_width, TH = p->tile_height;
+    return TW >= 8 && TH >= 4 && TW % 8 == 0 && TH % 4 == 0;
+}
+
+/* Version 3: one matrix as a column times a row, from the host weights'
+ * integer factors, the row and column given on the host, or (weights in
+ * shared memory) on the device only. */
+static bool conv2d_pick3(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice &ch)
+{
+    const int mw = p->mask_width, mh = p->mask_height;
+    if (p->mask_count != 1)
+        return false;
+    if (ch.facts && ch.facts->factors) {
+        memcpy(ch.row, ch.facts->row, mw * sizeof(float));
+        memcpy(ch.column, ch.facts->column, mh * sizeof(float));
+        ch.have_factors = true;
+    } else if (p->host_row_weights && p->host_column_weights) {
+        for (int x = 0; x < mw; x++)
+            ch.row[x] = p->host_row_weights[x];
+        for (int y = 0; y < mh; y++)
+            ch.column[y] = p->host_column_weights[y];
+        ch.have_factors = true;
+    } else if (!p->row_weights || !p->column_weights) {
+        return false;
+    }
+    pl->v = conv2d_find(3, p->channels, ch.CF, 1, 0, !ch.have_factors);
+    const int TW = p->tile_width, TH = p->tile_height;
+    return TW >= 8 && TH >= 8 && TW % 8 == 0 && TH % 8 == 0;
+}
+
+/* Version 4: the first path that applies and has a kernel for this size,
+ * layout and mode (a gradient pair in lanes before them all): row streams
+ * (3x3 binomial, ones, any column times row, in range), the tensor cores
+ * for gray boxes from 11x11, running sums of a box (prefix sums across a
+ * warp, then rows in lanes), separable integer with binomial columns, with
+ * columns of ones (those three in range only), with any column; DP4A,
+ * DP2A, float. One matrix (|v| of one matrix excepted), or a gradient
+ * pair. */
+static bool conv2d_pick4(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice &ch)
 {
     const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
     const int TW = p->tile_width, TH = p->tile_height;
-    if (C < 1 || C > 4 || K < 1 || K > CONV2D_MAX_MATRICES || mw < 1 || mh < 1 ||
-        mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
+    if (!p->host_weights || mw != mh || (K == 1 && p->combine == GF_COMBINE_MAGNITUDE) ||
+        (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) || K > 2)
         return false;
-    pl->path = 0;  /* version 4 sets it where it picks a path */
-    const conv2d_mask_facts *facts = p->host_weights ? &conv2d_facts(p) : NULL;
-    const int cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
-    const int CF = conv2d_cf_template(C, cf);
-    const int CP = C == 3 ? 4 : C;
-    float row[kMaxMask], column[kMaxMask];
-    bool have_factors = false, prescale = false;
-    bool in_range = false;  /* version 4: outputs in 0..255 (conv2d_in_range), where prescaled or odd */
-    if (version == 2) {
-        const bool host = p->host_weights != NULL;
-        const bool fixed = host && mw == mh && ((mw == 3 && K <= 2) || ((mw == 5 || mw == 7) && K == 1));
-        const bool ws = !host || K * mw * mh > kParamWeights;
-        if (ws && !p->weights)
-            return false;
-        pl->v = conv2d_find(2, C, CF, K, fixed ? mw : 0, ws);
-        if (TW < 8 || TH < 4 || TW % 8 || TH % 4)
-            return false;
-    } else if (version == 4) {
-        /* one matrix (|v| of one matrix excepted), or a gradient pair */
-        if (!p->host_weights || mw != mh ||
-            (K == 1 && p->combine == GF_COMBINE_MAGNITUDE) ||
-            (K == 2 && (p->combine != GF_COMBINE_MAGNITUDE || !conv2d_gradient_zeros(p, K, mw))) ||
-            K > 2)
-            return false;
-        const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
-        const bool integer = (C == 1 || C == 4) && facts->short_weights;
-        have_factors = integer && K == 1 && mw >= 5 && facts->factors &&
-                       conv2d_byte_weights(facts->row, mw);
-        if (have_factors) {
-            memcpy(row, facts->row, mw * sizeof(float));
-            memcpy(column, facts->column, mh * sizeof(float));
-        }
-        const bool no_offset = K == 1 && p->offset[0] == 0.0f;
-        const bool quick = no_offset && facts->prescalable;  /* K = 1 */
-        const bool odd = no_offset && conv2d_odd_divisor(p->scale[0]);
-        /* the modes of the kernels this mask can take, the most specific
-         * first: outputs in 0..255, prescaled, any */
-        int modes[3], nmodes = 0;
-        in_range = (quick || odd) && facts->in_range;
-        if (in_range)
-            modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
-        if (quick)
-            modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
-        modes[nmodes++] = kModeAny;
-        /* the first path that applies and has a kernel for this size,
-         * layout and mode (a gradient pair in lanes before them all): running
-         * sums of a box (ones both ways), separable integer with binomial
-         * columns, with columns of ones (those three in range only), with
-         * any column; DP4A, DP2A, float */
-        const bool box = have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
-        /* the tensor cores' kernels copy no channel byte by byte: only
-         * gray, or RGBA with alpha copied or filtered */
-        const bool mma = have_factors && mw >= kMmaMinMask && cf == CF &&
-                         conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
-        /* 3x3 masks of a column times a row in range, rows of whole 16-byte
-         * words: the row streams (bench/RESULTS.md) */
-        const bool stream = integer && K == 1 && mw == 3 && cf == CF && facts->factors &&
-                            facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
-        const bool stream_binomial = stream && conv2d_binomial_column(facts->row, 3) &&
-                                     conv2d_binomial_column(facts->column, 3);
-        const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
-        /* gray box masks from 11x11 on: the tensor cores before the prefix
-         * sums (bench/RESULTS.md) */
-        constexpr int kPaths = 13;
-        const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
-                                    box && mma && C == 1, box, box,
-                                    have_factors && conv2d_binomial_column(column, mh),
-                                    have_factors && conv2d_ones(column, mh), mma, have_factors,
-                                    integer && facts->byte_weights,
-                                    integer, true};
-        const int dps[kPaths] = {kStream4 + kStreamBinomial, kStream4 + kStreamOnes,
-                                 kStream4 + kStreamAny, kMma4, kBoxScan4, kRunning4, kBinomial4,
-                                 kBox4, kMma4, kSeparable4, 1, 2, 0};
-        const int gradient = conv2d_gradient_index(p, C, K, mw, mh);
-        pl->v = gradient < 0 ? NULL
-                             : conv2d_find(4, C, CF, K, mw, kGradient4 + gradient, zero,
-                                           MODE_PRESCALED_NO_OFFSET);
-        for (int i = 0; i < kPaths && !pl->v; i++)
-            for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
-                pl->v = conv2d_find(4, C, CF, K, mw, dps[i], zero, modes[m]);
-                pl->path = i + 1;
-                if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
-                    pl->v = NULL;  /* not blocks of whole warps: the paths below */
-                if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
-                    pl->v = NULL;  /* not a tile of its: the paths below */
-                if (pl->v && conv2d_stream4(dps[i]) && !conv2d_stream_tile(C, TW, TH))
-                    pl->v = NULL;  /* not groups of 8, 16 or 32 lanes: the paths below */
-            }
-        if (!pl->v || TW % pl->v->Q || TH % pl->v->P || TW < pl->v->Q || TH < pl->v->P)
-            return false;
-    } else if (version == 3) {
-        if (K != 1)
-            return false;
-        if (facts && facts->factors) {
-            memcpy(row, facts->row, mw * sizeof(float));
-            memcpy(column, facts->column, mh * sizeof(float));
-            have_factors = true;
-        } else if (p->host_row_weights && p->host_column_weights) {
-            for (int x = 0; x < mw; x++)
-                row[x] = p->host_row_weights[x];
-            for (int y = 0; y < mh; y++)
-                column[y] = p->host_column_weights[y];
-            have_factors = true;
-        } else if (!p->row_weights || !p->column_weights) {
-            return false;
-        }
-        pl->v = conv2d_find(3, C, CF, 1, 0, !have_factors);
-        if (TW < 8 || TH < 8 || TW % 8 || TH % 8)
-            return false;
-    } else {
-        return false;
+    const conv2d_mask_facts *facts = ch.facts;
+    const unsigned zero = K == 2 ? CONV2D_GRADIENT_ZEROS : 0u;
+    const bool integer = (C == 1 || C == 4) && facts->short_weights;
+    ch.have_factors = integer && K == 1 && mw >= 5 && facts->factors && conv2d_byte_weights(facts->row, mw);
+    if (ch.have_factors) {
+        memcpy(ch.row, facts->row, mw * sizeof(float));
+        memcpy(ch.column, facts->column, mh * sizeof(float));
     }
-    if (!pl->v)
-        return false;
+    const float *row = ch.row, *column = ch.column;
+    const bool no_offset = K == 1 && p->offset[0] == 0.0f;
+    const bool quick = no_offset && facts->prescalable;  /* K = 1 */
+    const bool odd = no_offset && conv2d_odd_divisor(p->scale[0]);
+    /* the modes of the kernels this mask can take, the most specific
+     * first: outputs in 0..255, prescaled, any */
+    int modes[3], nmodes = 0;
+    ch.in_range = (quick || odd) && facts->in_range;
+    if (ch.in_range)
+        modes[nmodes++] = (quick ? MODE_PRESCALED_NO_OFFSET : MODE_DIV_ODD) + kInRange;
+    if (quick)
+        modes[nmodes++] = MODE_PRESCALED_NO_OFFSET;
+    modes[nmodes++] = kModeAny;
+    const bool box = ch.have_factors && conv2d_ones(column, mh) && conv2d_ones(row, mw);
+    /* the tensor cores' kernels copy no channel byte by byte: only
+     * gray, or RGBA with alpha copied or filtered */
+    const bool mma = ch.have_factors && mw >= kMmaMinMask && ch.cf == ch.CF &&
+                     conv2d_mma_weights(row, column, mw) && conv2d_mma_device();
+    /* 3x3 masks of a column times a row in range, rows of whole 16-byte
+     * words: the row streams (bench/RESULTS.md) */
+    const bool stream = integer && K == 1 && mw == 3 && ch.cf == ch.CF && facts->factors &&
+                        facts->in_range && conv2d_stream_fits(p, facts, quick, odd);
+    const bool stream_binomial =
+        stream && conv2d_binomial_column(facts->row, 3) && conv2d_binomial_column(facts->column, 3);
+    const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
+    /* gray box masks from 11x11 on: the tensor cores before the prefix
+     * sums (bench/RESULTS.md) */
+    constexpr int kPaths = 13;
+    const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
+                                box && mma && C == 1, box, box,
+                                ch.have_factors && conv2d_binomial_column(column, mh),
+                                ch.have_factors && conv2d_ones(column, mh), mma, ch.have_factors,
+                                integer && facts->byte_weights,
+                                integer, true};
+    const int dps[kPaths] = {kStream4 + kStreamBinomial, kStream4 + kStreamOnes,
+                             kStream4 + kStreamAny, kMma4, kBoxScan4, kRunning4, kBinomial4,
+                             kBox4, kMma4, kSeparable4, 1, 2, 0};
+    const int gradient = conv2d_gradient_index(p, C, K, mw, mh);
+    pl->v = gradient < 0 ? NULL
+                         : conv2d_find(4, C, ch.CF, K, mw, kGradient4 + gradient, zero, MODE_PRESCALED_NO_OFFSET);
+    for (int i = 0; i < kPaths && !pl->v; i++)
+        for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
+            pl->v = conv2d_find(4, C, ch.CF, K, mw, dps[i], zero, modes[m]);
+            pl->path = i + 1;
+            if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
+                pl->v = NULL;  /* not blocks of whole warps: the paths below */
+            if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
+                pl->v = NULL;  /* not a tile of its: the paths below */
+            if (pl->v && conv2d_stream4(dps[i]) && !conv2d_stream_tile(C, TW, TH))
+                pl->v = NULL;  /* not groups of 8, 16 or 32 lanes: the paths below */
+        }
+    return pl->v && TW % pl->v->Q == 0 && TH % pl->v->P == 0 && TW >= pl->v->Q && TH >= pl->v->P;
+}
+
+/* The block and the shared bytes of the chosen variant at p's tile. */
+static bool conv2d_plan_layout(int version, const conv2d_launch *p, conv2d_plan *pl, conv2d_choice &ch)
+{
+    const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    const int TW = p->tile_width, TH = p->tile_height;
+    const int CP = C == 3 ? 4 : C;
     const int P = pl->v->P, Q = pl->v->Q;
-    const bool mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
-    const bool row_streams = version == 4 && conv2d_stream4(pl->v->ws);  /* blocks of up to 1024 */
+    ch.mma = version == 4 && pl->v->ws == kMma4;  /* blocks of 256 whatever the tile */
+    ch.row_streams = version == 4 && conv2d_stream4(pl->v->ws);  /* blocks of up to 1024 */
     const int nx = TW / Q, ny = TH / P;
-    const int threads = mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
-    if (threads < 1 || threads > (row_streams ? kStreamMaxThreads : kMaxThreads))
+    const int threads = ch.mma ? kMaxThreads : version == 3 ? TW * (TH / 8) : nx * ny;
+    ch.threads = threads;
+    if (threads < 1 || threads > (ch.row_streams ? kStreamMaxThreads : kMaxThreads))
         return false;
-    pl->block = mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
+    pl->block = ch.mma ? dim3(kMaxThreads) : version == 3 ? dim3(TW, TH / 8) : dim3(nx, ny);
 
     fast_header &h = pl->h;
     memset(&h, 0, sizeof h);
     const int L = TW + mw - 1, R = TH + mh - 1;
     h.lq = (L + Q - 1) / Q;
-    if (mma) {
+    if (ch.mma) {
         pl->shared = conv2d_mma_shared(C, mw, TW, TH);
-    } else if (row_streams || (version == 4 && pl->v->ws == kBoxScan4)) {
+    } else if (ch.row_streams || (version == 4 && pl->v->ws == kBoxScan4)) {
         /* registers and shuffles only */
         pl->shared = 0;
     } else if (version == 4) {  /* each thread's ring of rows */
-        pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) *
-                     conv2d_slot_bytes4(C, Q, mw, pl->v->ws);
+        pl->shared = (size_t)threads * conv2d_ring_slots4(mw, pl->v->ws) * conv2d_slot_bytes4(C, Q, mw, pl->v->ws);
     } else if (version == 2) {
         h.rs = conv2d_row_stride(Q * h.lq, nx, P, threads, CP);
         pl->shared = (pl->v->ws ? (size_t)((K * mw * mh + 3) & ~3) * sizeof(float) : 0) +
@@ -760,12 +771,18 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     } else {
         h.rs = conv2d_row_stride(Q * h.lq, TW / 8, 1, threads, CP);
         h.hrs = conv2d_ring_stride(TW, threads, CP);
-        pl->shared = (pl->v->ws ? 64 * sizeof(float) : 0) +
-                     ((size_t)TH * h.rs + (size_t)R * h.hrs) * CP * sizeof(float);
+        pl->shared = (pl->v->ws ? 64 * sizeof(float) : 0) + ((size_t)TH * h.rs + (size_t)R * h.hrs) * CP * sizeof(float);
     }
-    if (!full)
-        return true;
+    return true;
+}
 
+/* The header's image, mask and scaling fields (all but mode and the
+ * grid's), and each matrix's 1 / scale into inv. */
+static void conv2d_plan_header(int version, const conv2d_launch *p, conv2d_plan *pl, const conv2d_choice &ch,
+                               float *inv)
+{
+    fast_header &h = pl->h;
+    const int C = p->channels, K = p->mask_count;
     h.src = p->src;
     h.dst = p->dst;
     h.wdev = p->weights;
@@ -774,11 +791,11 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.width = p->width;
     h.height = p->height;
     h.border = p->border;
-    h.mw = mw;
-    h.mh = mh;
-    h.cf = cf;
-    h.tw = TW;
-    h.th = TH;
+    h.mw = p->mask_width;
+    h.mh = p->mask_height;
+    h.cf = ch.cf;
+    h.tw = p->tile_width;
+    h.th = p->tile_height;
     h.flat = ((uintptr_t)p->src & 3) == 0;
     h.vec = (((uintptr_t)p->src | (uintptr_t)p->dst) & 15) == 0;
     {   /* version 4's fast path: its loads aligned in every row */
@@ -790,12 +807,11 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         const long long row_bytes = (long long)p->width * C, tail = (64 + row_bytes - 1) / row_bytes;
         h.safe_rows = p->height - (int)(tail < p->height ? tail : p->height);
     }
-    float inv[CONV2D_MAX_MATRICES];
     for (int k = 0; k < K; k++) {
         h.scale[k] = p->scale[k];
         h.offset[k] = p->offset[k];
         inv[k] = 1.0f / p->scale[k];  /* exact for the powers of two it is used for */
-        h.rcp[k] = facts && facts->div_range[k] ? inv[k] : 0.0f;
+        h.rcp[k] = ch.facts && ch.facts->div_range[k] ? inv[k] : 0.0f;
     }
     switch (p->combine) {
     case GF_COMBINE_MAGNITUDE: h.comb = COMB_MAG; break;
@@ -803,73 +819,94 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     case GF_COMBINE_MIN:       h.comb = K > 1 ? COMB_MIN : COMB_SUM; break;
     default:                   h.comb = COMB_SUM; break;
     }
+}
 
-    /* weights by value; a scale that is a power of two folded in (exact:
-     * every partial sum scales by the same power of two, far from
-     * underflow and overflow for weights between 2^-100 and 2^100) */
-    h.mode = MODE_DIV;
+/* The weights by value, a scale that is a power of two folded in (exact:
+ * every partial sum scales by the same power of two, far from underflow
+ * and overflow for weights between 2^-100 and 2^100); returns whether
+ * they were prescaled. */
+static bool conv2d_plan_weights(int version, const conv2d_launch *p, conv2d_plan *pl, const conv2d_choice &ch,
+                                const float *inv)
+{
+    const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    bool prescale = false;
     pl->nw = 0;
     if (version == 4 && pl->v->ws) {
-        prescale = facts->prescalable;
-        pl->nw = mma ? conv2d_pack_mma(row, column, mw, pl->w)
-                 : row_streams ? conv2d_pack_stream(facts->row, facts->column, p->scale[0], pl->w)
-                 : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(row, column, mw, pl->w)
+        prescale = ch.facts->prescalable;
+        pl->nw = ch.mma           ? conv2d_pack_mma(ch.row, ch.column, mw, pl->w)
+                 : ch.row_streams ? conv2d_pack_stream(ch.facts->row, ch.facts->column, p->scale[0], pl->w)
+                 : conv2d_separable4(pl->v->ws) ? conv2d_pack_separable(ch.row, ch.column, mw, pl->w)
                                                 : conv2d_pack_weights(p->host_weights, K, mw, pl->v->ws, pl->w);
     } else if ((version == 2 || version == 4) && !pl->v->ws) {
         const int taps = mw * mh;
-        prescale = facts->prescalable;
+        prescale = ch.facts->prescalable;
         for (int k = 0; k < K; k++)
             for (int i = 0; i < taps; i++)
                 pl->w[k * taps + i] = p->host_weights[k * taps + i] * (prescale ? inv[k] : 1.0f);
         pl->nw = K * taps;
-    } else if (version == 3 && have_factors) {
+    } else if (version == 3 && ch.have_factors) {
         prescale = conv2d_power_of_two(p->scale[0]);
         for (int y = 0; y < mh && prescale; y++) {
-            const float c = column[y] * inv[0];
+            const float c = ch.column[y] * inv[0];
             prescale = c == 0.0f || (fabsf(c) > 0x1p-100f && fabsf(c) < 0x1p100f);
         }
         for (int i = 0; i < 64; i++)
             pl->w[i] = 0.0f;
         for (int x = 0; x < mw; x++)
-            pl->w[x] = row[x];
+            pl->w[x] = ch.row[x];
         for (int y = 0; y < mh; y++)
-            pl->w[32 + y] = column[y] * (prescale ? inv[0] : 1.0f);
+            pl->w[32 + y] = ch.column[y] * (prescale ? inv[0] : 1.0f);
         pl->nw = 64;
     }
+    return prescale;
+}
+
+/* How the kernel scales the sums (h.mode). */
+static int conv2d_plan_mode(int version, const conv2d_launch *p, const conv2d_plan *pl, const conv2d_choice &ch,
+                            bool prescale)
+{
+    const int K = p->mask_count;
+    int mode = MODE_DIV;
     if (prescale) {
         bool offsets = false;
         for (int k = 0; k < K; k++)
             offsets = offsets || p->offset[k] != 0.0f;
-        h.mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
-    } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && mw == 3 && mh == 3 &&
+        mode = offsets ? MODE_PRESCALED : MODE_PRESCALED_NO_OFFSET;
+    } else if ((version == 4 && pl->v->ws == CONV2D_DP4A && K == 1 && p->mask_width == 3 && p->mask_height == 3 &&
                 p->offset[0] == 0.0f && conv2d_odd_divisor(p->scale[0])) ||
-               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4 ||
-                                 pl->v->ws == kBoxScan4)) ||
-               (mma && in_range && 255.0f * p->scale[0] < 4194304.0f)) {
+               (version == 4 && (pl->v->ws == kBox4 || pl->v->ws == kRunning4 || pl->v->ws == kBoxScan4)) ||
+               (ch.mma && ch.in_range && 255.0f * p->scale[0] < 4194304.0f)) {
         /* box3, box5..31: one FFMA per output instead of a division; on
          * the tensor cores in range and not prescaled means an odd divisor
          * d (conv2d_odd_divisor), whose sums (at most 255 d) must stay
          * below 2^22 */
-        h.mode = MODE_DIV_ODD;
+        mode = MODE_DIV_ODD;
     }
     /* the tensor cores' kernels (kModeAny) take the finish without a clamp
      * from the header */
-    if (mma && (h.mode == MODE_PRESCALED_NO_OFFSET || h.mode == MODE_DIV_ODD) && in_range)
-        h.mode += kInRange;
+    if (ch.mma && (mode == MODE_PRESCALED_NO_OFFSET || mode == MODE_DIV_ODD) && ch.in_range)
+        mode += kInRange;
+    return mode;
+}
 
+/* The grid, and the tiles a block walks down (h.steps). */
+static bool conv2d_plan_grid(int version, const conv2d_launch *p, conv2d_plan *pl, const conv2d_choice &ch)
+{
+    fast_header &h = pl->h;
+    const int TW = p->tile_width, TH = p->tile_height;
     const long long grid_x = (p->width + TW - 1) / TW, tiles_y = (p->height + TH - 1) / TH;
     if (version == 4 && pl->v->ws == kBoxScan4)
-        return conv2d_scan_grid4(p, pl, threads);
-    if (mma)
-        return conv2d_mma_grid(p, pl, threads);
-    if (row_streams) {  /* a tile a block */
+        return conv2d_scan_grid4(p, pl, ch.threads);
+    if (ch.mma)
+        return conv2d_mma_grid(p, pl, ch.threads);
+    if (ch.row_streams) {  /* a tile a block */
         h.steps = 1;
         h.edge_rows = h.edge_cols = h.edge_left = h.edge_right0 = 0;
         pl->grid = dim3((unsigned)grid_x, (unsigned)tiles_y);
         return grid_x <= 0x7FFFFFFF && tiles_y <= 65535;
     }
     if (version == 4)
-        return conv2d_strips4(p, pl, grid_x, tiles_y, threads);
+        return conv2d_strips4(p, pl, grid_x, tiles_y, ch.threads);
     /* a block walks down ~256 rows, unless that leaves too few blocks; a
      * tile a block where the SMs cannot be counted (right on any device) */
     int dev = 0, sms = 0;
@@ -885,6 +922,37 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
     h.steps = (int)steps;
     pl->grid = dim3((unsigned)grid_x, (unsigned)((tiles_y + steps - 1) / steps));
     return true;
+}
+
+/* Variant, tile layout and shared bytes of a launch of versions 2 to 4; with
+ * 'full' also the header, weights and grid. False when the version cannot
+ * run it. */
+bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool full)
+{
+    const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
+    if (C < 1 || C > 4 || K < 1 || K > CONV2D_MAX_MATRICES || mw < 1 || mh < 1 ||
+        mw > kMaxMask || mh > kMaxMask || p->width < 1 || p->height < 1)
+        return false;
+    pl->path = 0;  /* version 4 sets it where it picks a path */
+    conv2d_choice ch;
+    ch.facts = p->host_weights ? &conv2d_facts(p) : NULL;
+    ch.cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
+    ch.CF = conv2d_cf_template(C, ch.cf);
+    ch.have_factors = ch.in_range = ch.mma = ch.row_streams = false;
+    ch.threads = 0;
+    const bool picked = version == 2 ? conv2d_pick2(p, pl, ch)
+                        : version == 3 ? conv2d_pick3(p, pl, ch)
+                        : version == 4 ? conv2d_pick4(p, pl, ch)
+                                       : false;
+    if (!picked || !pl->v || !conv2d_plan_layout(version, p, pl, ch))
+        return false;
+    if (!full)
+        return true;
+    float inv[CONV2D_MAX_MATRICES];
+    conv2d_plan_header(version, p, pl, ch, inv);
+    const bool prescale = conv2d_plan_weights(version, p, pl, ch, inv);
+    pl->h.mode = conv2d_plan_mode(version, p, pl, ch, prescale);
+    return conv2d_plan_grid(version, p, pl, ch);
 }
 
 }  /* namespace */
