@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* ---- conv2d.cu, conv2d_plan.cu ---------------------------------------------- */
+/* ---- conv2d.cu, conv2d_query.cu --------------------------------------------- */
 
 #define CONV2D_VERSIONS 5  /* 0 naive, 1 tiled, 2 blocked, 3 separable, 4 direct (conv2d.cu) */
 
