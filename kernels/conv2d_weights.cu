@@ -228,3 +228,64 @@ bool conv2d_integer_factors(const float *w, int mw, int mh, float *row, float *c
     }
     return true;
 }
+
+/* Whether a factored mask's row and column of m weights are both in
+ * 0..255 (the factors are integers already), with their sums. */
+bool conv2d_byte_factors(const float *row, const float *column, int m, double *row_sum, double *column_sum)
+{
+    *row_sum = *column_sum = 0.0;
+    for (int i = 0; i < m; i++) {
+        if (!(row[i] >= 0.0f && row[i] <= 255.0f && column[i] >= 0.0f && column[i] <= 255.0f))
+            return false;
+        *row_sum += row[i];
+        *column_sum += column[i];
+    }
+    return true;
+}
+
+/* Whether a factored mask suits the tensor cores (kMma4): the row and the
+ * column of integers 0..255, the row's sums (255 times the row's weights)
+ * in 16 bits. */
+bool conv2d_mma_weights(const float *row, const float *column, int m)
+{
+    double rows = 0.0, columns = 0.0;
+    return conv2d_byte_factors(row, column, m, &rows, &columns) && 255.0 * rows <= 65535.0;
+}
+
+/* kMma4's weights: the row's bytes, then from byte 32 the column's, in
+ * 16 words. */
+int conv2d_pack_mma(const float *row, const float *column, int m, float *out)
+{
+    unsigned char bytes[64] = {0};
+    for (int i = 0; i < m; i++) {
+        bytes[i] = (unsigned char)row[i];
+        bytes[32 + i] = (unsigned char)column[i];
+    }
+    memcpy(out, bytes, sizeof bytes);
+    return 16;
+}
+
+/* kStream4's parameters: the column's weights, the row's (words 0..5),
+ * then the rounding's: a scale 2^k its shift k, the bias 2^(k-1) - 1 and
+ * bit k of each lane (none for k = 0); an odd scale d the multiplier
+ * ceil(2^32 / d) and (d - 1) / 2 (conv2d_stream_round4). */
+int conv2d_pack_stream(const float *row, const float *column, float scale, float *out)
+{
+    unsigned words[16] = {0};
+    for (int i = 0; i < 3; i++) {
+        words[i] = (unsigned)column[i];
+        words[3 + i] = (unsigned)row[i];
+    }
+    const unsigned d = (unsigned)scale;
+    if (conv2d_power_of_two(scale)) {
+        const int k = log2_of((int)d);
+        words[6] = (unsigned)k;
+        words[7] = k ? ((1u << (k - 1)) - 1u) * 0x10001u : 0u;
+        words[8] = k ? 0x10001u : 0u;
+    } else {
+        words[6] = (unsigned)((0x100000000ULL + d - 1) / d);
+        words[7] = (d - 1) / 2;
+    }
+    memcpy(out, words, sizeof words);
+    return 16;
+}

@@ -68,4 +68,23 @@ int conv2d_gcd(int a, int b);
  * too), checked exactly. With them version 3's sums are exact. */
 bool conv2d_integer_factors(const float *w, int mw, int mh, float *row, float *column);
 
+/* Whether a factored mask's row and column of m weights are both in
+ * 0..255 (the factors are integers already), with their sums. */
+bool conv2d_byte_factors(const float *row, const float *column, int m, double *row_sum, double *column_sum);
+
+/* Whether a factored mask suits the tensor cores (kMma4): the row and the
+ * column of integers 0..255, the row's sums (255 times the row's weights)
+ * in 16 bits. */
+bool conv2d_mma_weights(const float *row, const float *column, int m);
+
+/* kMma4's weights: the row's bytes, then from byte 32 the column's, in
+ * 16 words; returns 16. */
+int conv2d_pack_mma(const float *row, const float *column, int m, float *out);
+
+/* kStream4's parameters: the column's weights, the row's (words 0..5),
+ * then the rounding's: a scale 2^k its shift k, the bias 2^(k-1) - 1 and
+ * bit k of each lane (none for k = 0); an odd scale d the multiplier
+ * ceil(2^32 / d) and (d - 1) / 2 (conv2d_stream_round4); returns 16. */
+int conv2d_pack_stream(const float *row, const float *column, float scale, float *out);
+
 #endif /* GF_KERNELS_CONV2D_WEIGHTS_H */
