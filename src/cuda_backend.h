@@ -1,0 +1,84 @@
+/* cuda_backend.h - the GPU backend's state and what its files share:
+ * backend_cuda.c (device, buffers, launches, tone operations) and
+ * cuda_tile.c (the tile rule and --tile sweep). Private to them. */
+#ifndef GF_CUDA_BACKEND_H
+#define GF_CUDA_BACKEND_H
+
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../kernels/kernels.h"
+#include "backend.h"
+#include "util.h"
+
+#define CUDA_CHECK(call, what)                                                        \
+    do {                                                                              \
+        cudaError_t err_ = (call);                                                    \
+        if (err_ != cudaSuccess) {                                                    \
+            gf_set_error("CUDA error while %s: %s", (what), cudaGetErrorString(err_)); \
+            return -1;                                                                \
+        }                                                                             \
+    } while (0)
+
+typedef struct {
+    gf_backend base;
+    gf_backend_options options;
+    struct cudaDeviceProp prop;
+    unsigned char *buffer[2];   /* current image in buffer[current] */
+    int current;
+    size_t buffer_bytes;
+    float *weights;             /* GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS */
+    float *factors;             /* a separable mask's row, then its column */
+    /* host copies of the current mask, passed by value to versions 2 and 3 */
+    float host_weights[GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS];
+    float host_factors[2 * GF_MASK_MAX_SIZE];
+    /* tone scratch: histograms, their CDFs, LUTs and a reduction, all on
+     * the device; only statistics are ever copied back */
+    unsigned long long *hist, *cdf;   /* 4 * GF_BINS each */
+    unsigned char *lut;               /* 4 * GF_BINS */
+    reduce_result *range;
+    int width, height, channels;
+    cudaEvent_t start, stop;
+    /* strip mode: the image in host memory, host[host_current] */
+    int strips;
+    unsigned char *host[2];
+    int host_current;
+    size_t strip_rows;          /* rows one device buffer holds */
+    cudaStream_t stream;        /* every copy and launch of this backend */
+    unsigned char *pinned;      /* page-locked staging for whole-image copies */
+    size_t pinned_bytes;
+    enum { FAULT_NONE = 0, FAULT_ALLOC, FAULT_LAUNCH } fault;
+} cuda_backend;
+
+/* What the occupancy API says of a launch's kernel. */
+typedef struct {
+    int blocks_per_sm;
+    double occupancy;  /* resident warps / the SM's maximum */
+} occupancy_info;
+
+/* Bytes of one image row. */
+size_t gf_cuda_row_bytes(const cuda_backend *b);
+
+/* The image into the device buffer (in strips where it does not fit). */
+int gf_cuda_upload_copy(gf_backend *self, const gf_image *img);
+
+/* A convolution's launch for the current image: weights uploaded, the
+ * version picked (--kernel or the fastest for the mask) and the tile
+ * (--tile, checked, or the tile rule's); -2 for a usage error. */
+int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
+                             int channels_filtered, conv2d_launch *p, int *version);
+
+/* ---- cuda_tile.c ---- */
+
+/* The occupancy of p's kernel at its tile; -1 on a CUDA error. */
+int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p, occupancy_info *info);
+
+/* Whether p's tile can launch on this device; -2 and a message naming the
+ * limit when it cannot (a usage error, not a device failure). */
+int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p);
+
+/* p's tile set by the tile rule; -2 when no tile fits. */
+int gf_cuda_choose_tile(const cuda_backend *b, int version, conv2d_launch *p);
+
+#endif /* GF_CUDA_BACKEND_H */
