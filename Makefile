@@ -101,7 +101,7 @@ KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_quer
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
 
-.PHONY: all demo test test-unit test-cli test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png
+.PHONY: all demo test test-unit test-cli test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png plan-dump
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -278,6 +278,25 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|Done|==[0-9]+==ERROR|SUMMARY)|#[0-9]+ *DONE' ; \
 	  ls $(FUZZ_BUILD)/findings/$$t-* >/dev/null 2>&1 && { echo "fuzz_$$t: findings in $(FUZZ_BUILD)/findings"; exit 1; }; \
 	done; true
+
+# ---- the planner's plans, without a GPU ----------------------------------------------
+#   make plan-dump   every plan the conv2d planner makes for a grid of launches
+#                    (tools/plan_dump.cu), on a fake H100 and with every device
+#                    query failing: run before and after a change to the
+#                    planner and diff the outputs (the same: the same plans)
+PLAN_DUMP_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_weights.o)
+
+plan-dump: $(BUILD)/plan-dump
+	$(BUILD)/plan-dump
+	$(BUILD)/plan-dump --fail
+
+$(BUILD)/obj/plan_fake_device.o: tools/plan_fake_device.c | $(BUILD)/obj
+	$(CC) $(WARN) -O2 -I$(CUDA_HOME)/include -c -o $@ $<
+
+# linked against the shared runtime, whose calls the fake device replaces
+$(BUILD)/plan-dump: tools/plan_dump.cu $(BUILD)/obj/plan_fake_device.o $(PLAN_DUMP_OBJ) kernels/conv2d_planner.h
+	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc -o $@ $< $(BUILD)/obj/plan_fake_device.o $(PLAN_DUMP_OBJ) \
+	    -cudart shared -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
 
 # ---- benchmarks -------------------------------------------------------------------
 

@@ -1,0 +1,227 @@
+/* plan_dump.cu - every plan the conv2d planner makes, for a grid of
+ * launches, printed on a machine without a GPU: `make plan-dump` before and
+ * after a change to the planner (kernels/conv2d_plan.cu, conv2d_query.cu,
+ * conv2d_weights.cu), then diff; the same output means the same plans.
+ *
+ * The launches: versions 0-4, five channel layouts, three borders, eight
+ * image sizes, 42 tiles and 61 masks (the built-ins, gradient pairs,
+ * binomial and box masks 3x3 to 31x31, even and one-row masks, random
+ * integer, fractional and separable ones). For each, every conv2d_* query's
+ * answer and, for versions 2-4, the full plan (variant, path, header and
+ * weight bytes, block, grid, shared bytes). The device is plan_fake_device.c
+ * (an H100's limits), or with --fail a device whose every query fails. A
+ * line per image size, layout, border and mask holds a hash of its
+ * launches' lines; PLAN_DUMP_LINES=1 prints the lines themselves. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "conv2d_planner.h"
+
+extern "C" int plan_dump_queries_fail;
+
+extern "C" int plan_dump_variant_index(const void *entry)
+{
+    for (int i = 0; i < conv2d_variant_count; i++)
+        if (conv2d_variants[i].entry == entry)
+            return i;
+    return -1;
+}
+
+static unsigned long long fnv(const void *p, size_t n, unsigned long long h = 1469598103934665603ULL)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+struct mask {
+    const char *name;
+    int w, h, k, combine;
+    std::vector<float> wts;
+    float scale[4], offset[4];
+    std::vector<float> row, col;
+};
+
+static mask make(const char *name, int w, int h, int k, int combine, std::vector<float> wts, float scale,
+                 float offset = 0)
+{
+    mask m{name, w, h, k, combine, wts, {}, {}, {}, {}};
+    for (int i = 0; i < 4; i++) m.scale[i] = scale, m.offset[i] = offset;
+    return m;
+}
+
+static std::vector<float> outer(const std::vector<float> &c, const std::vector<float> &r)
+{
+    std::vector<float> v;
+    for (float y : c)
+        for (float x : r) v.push_back(y * x);
+    return v;
+}
+
+static std::vector<float> binomial(int n)
+{
+    std::vector<float> v(1, 1.0f);
+    for (int i = 1; i < n; i++) {
+        std::vector<float> u(v.size() + 1, 0.0f);
+        for (size_t j = 0; j < v.size(); j++) u[j] += v[j], u[j + 1] += v[j];
+        v = u;
+    }
+    return v;
+}
+
+static std::vector<mask> masks()
+{
+    std::vector<mask> m;
+    auto cat = [](std::vector<float> a, const std::vector<float> &b) { a.insert(a.end(), b.begin(), b.end()); return a; };
+    std::vector<float> sx = {-1, 0, 1, -2, 0, 2, -1, 0, 1}, sy = {-1, -2, -1, 0, 0, 0, 1, 2, 1};
+    std::vector<float> px = {-1, 0, 1, -1, 0, 1, -1, 0, 1}, py = {-1, -1, -1, 0, 0, 0, 1, 1, 1};
+    std::vector<float> cx = {-3, 0, 3, -10, 0, 10, -3, 0, 3}, cy = {-3, -10, -3, 0, 0, 0, 3, 10, 3};
+    m.push_back(make("sobel", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(sx, sy), 1));
+    m.push_back(make("prewitt", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(px, py), 1));
+    m.push_back(make("scharr", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(cx, cy), 16));
+    m.push_back(make("sobel-max", 3, 3, 2, GF_COMBINE_MAX, cat(sx, sy), 1));
+    m.push_back(make("sobel-x", 3, 3, 1, GF_COMBINE_NONE, sx, 1));
+    m.push_back(make("sobel-x-abs", 3, 3, 1, GF_COMBINE_MAGNITUDE, sx, 1));
+    m.push_back(make("laplacian", 3, 3, 1, GF_COMBINE_NONE, {0, 1, 0, 1, -4, 1, 0, 1, 0}, 1));
+    m.push_back(make("sharpen", 3, 3, 1, GF_COMBINE_NONE, {0, -1, 0, -1, 5, -1, 0, -1, 0}, 1));
+    m.push_back(make("emboss", 3, 3, 1, GF_COMBINE_NONE, {-2, -1, 0, -1, 1, 1, 0, 1, 2}, 1, 128));
+    m.push_back(make("identity", 3, 3, 1, GF_COMBINE_NONE, {0, 0, 0, 0, 1, 0, 0, 0, 0}, 1));
+    m.push_back(make("big16", 3, 3, 1, GF_COMBINE_NONE, {300, -1, 0, -1, 1, 1, 0, 1, -300}, 1));
+    m.push_back(make("frac3", 3, 3, 1, GF_COMBINE_NONE, {0.1f, 0.2f, 0.1f, 0.2f, 0.3f, 0.2f, 0.1f, 0.2f, 0.1f}, 1));
+    for (int n = 3; n <= 31; n += 2) {
+        std::vector<float> b = binomial(n), ones(n, 1.0f);
+        float s = 0;
+        for (float x : b) s += x;
+        static char names[64][32];
+        static int used = 0;
+        snprintf(names[used], 32, "gauss%d", n);
+        m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, outer(b, b), s * s));
+        m.back().row = b, m.back().col = b;
+        snprintf(names[used], 32, "box%d", n);
+        m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, outer(ones, ones), (float)(n * n)));
+        m.back().row = ones, m.back().col = ones;
+    }
+    m.push_back(make("box4-pow2", 4, 4, 1, GF_COMBINE_NONE, std::vector<float>(16, 1.0f), 16));
+    m.push_back(make("box8-pow2", 8, 8, 1, GF_COMBINE_NONE, std::vector<float>(64, 1.0f), 64));
+    m.push_back(make("row1x9", 9, 1, 1, GF_COMBINE_NONE, std::vector<float>(9, 1.0f), 9));
+    m.push_back(make("col9x1", 1, 9, 1, GF_COMBINE_NONE, std::vector<float>(9, 1.0f), 9));
+    {
+        std::vector<float> v(81, 0.0f);
+        for (int i = 0; i < 9; i++) v[i * 9 + i] = 1;
+        m.push_back(make("motion9", 9, 9, 1, GF_COMBINE_NONE, v, 9));
+    }
+    unsigned seed = 12345;
+    auto rnd = [&]() { seed = seed * 1103515245u + 12345u; return (int)((seed >> 16) % 11) - 5; };
+    for (int n : {3, 5, 7, 15, 31}) {
+        std::vector<float> v(n * n);
+        for (auto &x : v) x = (float)rnd();
+        static char names[16][32];
+        static int used = 0;
+        snprintf(names[used], 32, "rand%d", n);
+        m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, v, 7));
+        std::vector<float> f(n * n);
+        for (auto &x : f) x = rnd() * 0.37f;
+        snprintf(names[used], 32, "frac%d", n);
+        m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, f, 1));
+        std::vector<float> r(n), c(n);
+        for (auto &x : r) x = (float)(rnd() + 6);
+        for (auto &x : c) x = (float)(rnd() + 6);
+        snprintf(names[used], 32, "sep%d", n);
+        m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, outer(c, r), 1024));
+        m.back().row = r, m.back().col = c;
+    }
+    return m;
+}
+
+/* A launch of mask m at one layout, border, image size and tile; the
+ * device pointers are fixed fake addresses (the source unaligned for some
+ * widths). */
+static conv2d_launch launch_of(const mask &m, const int (&layout)[2], int border, const int (&size)[2], int tw,
+                               int th)
+{
+    conv2d_launch p;
+    memset(&p, 0, sizeof p);
+    p.src = (const unsigned char *)0x10000000 + size[0] % 3;
+    p.dst = (unsigned char *)0x20000000;
+    p.width = size[0], p.height = size[1];
+    p.channels = layout[0], p.channels_filtered = layout[1];
+    p.border = border;
+    p.mask_width = m.w, p.mask_height = m.h, p.mask_count = m.k;
+    p.combine = m.combine;
+    p.weights = (const float *)0x30000000;
+    memcpy(p.scale, m.scale, sizeof p.scale);
+    memcpy(p.offset, m.offset, sizeof p.offset);
+    p.tile_width = tw, p.tile_height = th;
+    p.host_weights = m.wts.data();
+    if (!m.row.empty()) {
+        p.row_weights = (const float *)0x30010000, p.column_weights = (const float *)0x30020000;
+        p.host_row_weights = m.row.data(), p.host_column_weights = m.col.data();
+    }
+    return p;
+}
+
+/* One line: every conv2d_* answer for the launch and, for versions 2-4,
+ * its full plan. Returns the line's length. */
+static int describe(int version, const conv2d_launch *p, char *line, size_t size)
+{
+    const int sup = conv2d_supports(version, p);
+    int n = snprintf(line, size, "v%d t%dx%d sup%d", version, p->tile_width, p->tile_height, sup);
+    if (!sup)
+        return n;
+    const char *path = version == 4 ? conv2d_direct_path(p) : "";
+    int pw = 0, ph = 0;
+    const int preferred = conv2d_preferred_tile(version, p, &pw, &ph);
+    unsigned gx, gy;
+    int steps;
+    conv2d_grid(version, p, &gx, &gy, &steps);
+    n += snprintf(line + n, size - n, " di%d '%s' rank%d pt%d:%dx%d sh%zu sc%zu thr%d g%ux%u s%d k%d e%d",
+                  version == 4 ? conv2d_direct_integer(p) : -9, path ? path : "(null)",
+                  conv2d_path_rank(version, p), preferred, pw, ph, conv2d_shared_bytes(version, p),
+                  conv2d_scratch_bytes(version, p), conv2d_block_threads(version, p), gx, gy, steps,
+                  plan_dump_variant_index(conv2d_kernel_for(version, p)),
+                  conv2d_kernel_entry(version, p->channels) != NULL);
+    if (version < 2)
+        return n;
+    conv2d_plan pl;
+    memset(static_cast<void *>(&pl), 0, sizeof pl);  /* block and grid 0 where no plan is made */
+    const bool ok = conv2d_make_plan(version, p, &pl, true);
+    const unsigned long long bytes = fnv(pl.w, sizeof(float) * pl.nw, fnv(&pl.h, sizeof pl.h));
+    n += snprintf(line + n, size - n, " plan%d v%ld path%d nw%d h%016llx b%ux%ux%u g%ux%u sh%zu", ok,
+                  ok ? (long)(pl.v - conv2d_variants) : -1, pl.path, pl.nw, bytes, pl.block.x, pl.block.y,
+                  pl.block.z, pl.grid.x, pl.grid.y, pl.shared);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    plan_dump_queries_fail = argc > 1 && strcmp(argv[1], "--fail") == 0;
+    const bool lines_wanted = getenv("PLAN_DUMP_LINES") != NULL;
+    const int sizes[][2] = {{1, 1}, {7, 5}, {33, 17}, {640, 480}, {4000, 3000}, {8192, 8192}, {1000, 1}, {1, 1000}};
+    const int tws[] = {8, 16, 32, 64, 128, 256, 512}, ths[] = {4, 8, 16, 32, 64, 128};
+    const int layouts[][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {4, 3}};
+    long count = 0;
+    for (const mask &m : masks())
+        for (auto &layout : layouts)
+            for (int border : {0, 2, 4})
+                for (auto &size : sizes) {
+                    unsigned long long hash = fnv(NULL, 0);
+                    for (int version = 0; version <= 4; version++)
+                        for (int tw : tws)
+                            for (int th : ths) {
+                                const conv2d_launch p = launch_of(m, layout, border, size, tw, th);
+                                char line[1024];
+                                const int n = describe(version, &p, line, sizeof line);
+                                if (lines_wanted)
+                                    puts(line);
+                                hash = fnv(line, n, hash);
+                                count++;
+                            }
+                    printf("%s C%d/%d b%d %dx%d %016llx\n", m.name, layout[0], layout[1], border, size[0], size[1],
+                           hash);
+                }
+    fprintf(stderr, "%ld launches\n", count);
+    return 0;
+}
