@@ -284,7 +284,8 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 #                    (tools/plan_dump.cu), on a fake H100 and with every device
 #                    query failing: run before and after a change to the
 #                    planner and diff the outputs (the same: the same plans)
-PLAN_DUMP_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_weights.o)
+# the tile rule (cuda_tile.c) comes with the host code it links to
+PLAN_DUMP_OBJ = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
 plan-dump: $(BUILD)/plan-dump
 	$(BUILD)/plan-dump
@@ -293,10 +294,12 @@ plan-dump: $(BUILD)/plan-dump
 $(BUILD)/obj/plan_fake_device.o: tools/plan_fake_device.c | $(BUILD)/obj
 	$(CC) $(WARN) -O2 -I$(CUDA_HOME)/include -c -o $@ $<
 
+$(BUILD)/obj/plan_dump.o: tools/plan_dump.cu kernels/conv2d_planner.h src/cuda_backend.h $(CONV2D_HEADERS) | $(BUILD)/obj
+	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc $(STB_CFLAGS) -c -o $@ $<
+
 # linked against the shared runtime, whose calls the fake device replaces
-$(BUILD)/plan-dump: tools/plan_dump.cu $(BUILD)/obj/plan_fake_device.o $(PLAN_DUMP_OBJ) kernels/conv2d_planner.h
-	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc -o $@ $< $(BUILD)/obj/plan_fake_device.o $(PLAN_DUMP_OBJ) \
-	    -cudart shared -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
+$(BUILD)/plan-dump: $(BUILD)/obj/plan_dump.o $(BUILD)/obj/plan_fake_device.o $(PLAN_DUMP_OBJ)
+	$(CC) -o $@ $^ $(filter-out -lcudart_static,$(LDLIBS)) -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
 
 # ---- benchmarks -------------------------------------------------------------------
 

@@ -8,7 +8,8 @@
  * binomial and box masks 3x3 to 31x31, even and one-row masks, random
  * integer, fractional and separable ones). For each, every conv2d_* query's
  * answer and, for versions 2-4, the full plan (variant, path, header and
- * weight bytes, block, grid, shared bytes). The device is plan_fake_device.c
+ * weight bytes, block, grid, shared bytes), and the tile the GPU
+ * backend's tile rule picks (src/cuda_tile.c) for each version. The device is plan_fake_device.c
  * (an H100's limits), or with --fail a device whose every query fails. A
  * line per image size, layout, border and mask holds a hash of its
  * launches' lines; PLAN_DUMP_LINES=1 prints the lines themselves. */
@@ -19,6 +20,9 @@
 #include <vector>
 
 #include "conv2d_planner.h"
+extern "C" {
+#include "cuda_backend.h"
+}
 
 extern "C" int plan_dump_queries_fail;
 
@@ -195,6 +199,28 @@ static int describe(int version, const conv2d_launch *p, char *line, size_t size
     return n;
 }
 
+/* The backend's view of the fake device: the limits the tile rule reads. */
+static cuda_backend fake_backend()
+{
+    cuda_backend b;
+    memset(static_cast<void *>(&b), 0, sizeof b);
+    b.prop.maxThreadsPerBlock = 1024;
+    b.prop.maxThreadsDim[0] = b.prop.maxThreadsDim[1] = 1024;
+    b.prop.maxThreadsDim[2] = 64;
+    b.prop.sharedMemPerBlockOptin = 232448;
+    b.prop.maxThreadsPerMultiProcessor = 2048;
+    strcpy(b.prop.name, "fake H100");
+    return b;
+}
+
+/* One line: the tile rule's answer for a launch without a tile. */
+static int describe_tile_rule(const cuda_backend *b, int version, conv2d_launch p, char *line, size_t size)
+{
+    p.tile_width = p.tile_height = 0;
+    const int r = gf_cuda_choose_tile(b, version, &p);
+    return snprintf(line, size, "v%d rule %d %dx%d", version, r, p.tile_width, p.tile_height);
+}
+
 int main(int argc, char **argv)
 {
     plan_dump_queries_fail = argc > 1 && strcmp(argv[1], "--fail") == 0;
@@ -202,6 +228,7 @@ int main(int argc, char **argv)
     const int sizes[][2] = {{1, 1}, {7, 5}, {33, 17}, {640, 480}, {4000, 3000}, {8192, 8192}, {1000, 1}, {1, 1000}};
     const int tws[] = {8, 16, 32, 64, 128, 256, 512}, ths[] = {4, 8, 16, 32, 64, 128};
     const int layouts[][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {4, 3}};
+    const cuda_backend backend = fake_backend();
     long count = 0;
     for (const mask &m : masks())
         for (auto &layout : layouts)
@@ -219,6 +246,14 @@ int main(int argc, char **argv)
                                 hash = fnv(line, n, hash);
                                 count++;
                             }
+                    for (int version = 0; version <= 4; version++) {
+                        char line[256];
+                        const int n = describe_tile_rule(&backend, version, launch_of(m, layout, border, size, 0, 0),
+                                                         line, sizeof line);
+                        if (lines_wanted)
+                            puts(line);
+                        hash = fnv(line, n, hash);
+                    }
                     printf("%s C%d/%d b%d %dx%d %016llx\n", m.name, layout[0], layout[1], border, size[0], size[1],
                            hash);
                 }
