@@ -78,7 +78,7 @@ int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p
  * limit when it cannot (a usage error, not a device failure). */
 int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p);
 
-/* p's tile set by the tile rule; -2 when no tile fits. */
+/* p's tile set by the tile rule; -2 when no tile fits, -1 on a CUDA error. */
 int gf_cuda_choose_tile(const cuda_backend *b, int version, conv2d_launch *p);
 
 #endif /* GF_CUDA_BACKEND_H */
