@@ -155,6 +155,26 @@ extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
     return (int)(pl.block.x * pl.block.y);
 }
 
+extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_launch_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (version == 0 || version == 1) {
+        info->supported = p->channels >= 1 && p->channels <= 4;
+        info->threads = p->tile_width * p->tile_height;
+        info->shared = conv2d_shared_bytes(version, p);
+        info->entry = (const void *)conv2d_entry_for(version, p->channels);
+        return;
+    }
+    conv2d_plan pl;
+    if (!conv2d_make_plan(version, p, &pl, false))
+        return;
+    info->supported = 1;
+    info->rank = pl.path;
+    info->threads = (int)(pl.block.x * pl.block.y);
+    info->shared = pl.shared;
+    info->entry = pl.v->entry;
+}
+
 extern "C" const void *conv2d_kernel_entry(int version, int channels)
 {
     if (version >= 2) {

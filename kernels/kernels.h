@@ -137,6 +137,19 @@ int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *
  * two-pass version), 0 for none (every version today). */
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
+/* What one plan says of a launch of this version at its tile, in one
+ * call (the tile rule asks this of every candidate): supported as
+ * conv2d_supports(), and as conv2d_path_rank(), conv2d_block_threads(),
+ * conv2d_shared_bytes() and conv2d_kernel_for() would answer. */
+typedef struct {
+    int supported;
+    int rank;
+    int threads;
+    size_t shared;
+    const void *entry;
+} conv2d_launch_info;
+void conv2d_describe(int version, const conv2d_launch *p, conv2d_launch_info *info);
+
 /* Dynamic shared memory a launch of this version needs (0 for naive; the
  * direct version's is each thread's ring of rows): exact, for tile_width x
  * tile_height and this mask and channel count. */

@@ -10,30 +10,34 @@
 
 /* ---- tile choice ------------------------------------------------------------ */
 
-int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p,
-                        occupancy_info *info)
+/* The occupancy of a launch whose plan says info. */
+static int occupancy_with(const cuda_backend *b, const conv2d_launch_info *launch, occupancy_info *info)
 {
-    int threads = conv2d_block_threads(version, p);
-    size_t shared = conv2d_shared_bytes(version, p);
-    const void *entry = conv2d_kernel_for(version, p);
-    CUDA_CHECK(conv2d_allow_shared(entry, shared), "raising the shared-memory limit");
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info->blocks_per_sm, entry,
-                                                             threads, shared),
+    CUDA_CHECK(conv2d_allow_shared(launch->entry, launch->shared), "raising the shared-memory limit");
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info->blocks_per_sm, launch->entry,
+                                                             launch->threads, launch->shared),
                "querying occupancy");
-    int warps = (threads + 31) / 32;
+    int warps = (launch->threads + 31) / 32;
     info->occupancy = (double)(info->blocks_per_sm * warps) /
                       (double)(b->prop.maxThreadsPerMultiProcessor / 32);
     return 0;
 }
 
-/* Whether a tile can launch on this device; -2 and a message naming the
- * limit when it cannot (a usage error, not a device failure). */
-int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p)
+int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p,
+                        occupancy_info *info)
+{
+    conv2d_launch_info launch;
+    conv2d_describe(version, p, &launch);
+    return occupancy_with(b, &launch, info);
+}
+
+/* gf_cuda_tile_fits for a launch whose plan says info. */
+static int fits_with(const cuda_backend *b, int version, const conv2d_launch *p,
+                     const conv2d_launch_info *info)
 {
     const struct cudaDeviceProp *d = &b->prop;
-    long threads = version <= GF_CONV_TILED ? (long)p->tile_width * p->tile_height
-                                            : conv2d_block_threads(version, p);
-    if (version > GF_CONV_TILED && !conv2d_supports(version, p)) {
+    long threads = info->threads;
+    if (version > GF_CONV_TILED && !info->supported) {
         gf_set_error("tile %dx%d does not suit the %s kernel with a %dx%d mask (see --tile "
                      "sweep for the tiles it runs)", p->tile_width, p->tile_height,
                      conv2d_version_name(version), p->mask_width, p->mask_height);
@@ -46,7 +50,7 @@ int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p
                      d->maxThreadsPerBlock, d->maxThreadsDim[0], d->maxThreadsDim[1]);
         return -2;
     }
-    size_t shared = conv2d_shared_bytes(version, p);
+    size_t shared = info->shared;
     if (shared > d->sharedMemPerBlockOptin) {
         gf_set_error("tile %dx%d with a %dx%d mask needs %zu bytes of shared memory; %s allows "
                      "%zu per block", p->tile_width, p->tile_height, p->mask_width,
@@ -54,6 +58,13 @@ int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p
         return -2;
     }
     return 0;
+}
+
+int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p)
+{
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return fits_with(b, version, p, &info);
 }
 
 /* Shared-memory bytes loaded per output pixel relative to a halo-free tile. */
@@ -134,19 +145,19 @@ int gf_cuda_choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
             conv2d_launch c = *p;
             c.tile_width = widths[i];
             c.tile_height = heights[j];
-            if (version > GF_CONV_TILED && !conv2d_supports(version, &c))
+            conv2d_launch_info launch;  /* one plan a candidate */
+            conv2d_describe(version, &c, &launch);
+            if (version > GF_CONV_TILED && !launch.supported)
                 continue;
-            int threads = conv2d_block_threads(version, &c);
-            if (threads < 64 || gf_cuda_tile_fits(b, version, &c) < 0)
+            if (launch.threads < 64 || fits_with(b, version, &c, &launch) < 0)
                 continue;
             occupancy_info info;
-            if (gf_cuda_occupancy(b, version, &c, &info) < 0)
+            if (occupancy_with(b, &launch, &info) < 0)
                 return -1;
             if (info.blocks_per_sm == 0)
                 continue;
-            cand[n++] = (tile_candidate){c.tile_width, c.tile_height, threads,
-                                         conv2d_path_rank(version, &c), info.occupancy,
-                                         halo_overhead(&c)};
+            cand[n++] = (tile_candidate){c.tile_width, c.tile_height, launch.threads, launch.rank,
+                                         info.occupancy, halo_overhead(&c)};
         }
     if (n == 0) {
         gf_set_error("no tile of the %s kernel fits a %dx%d mask on %s",
