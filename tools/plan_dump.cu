@@ -1,18 +1,19 @@
 /* plan_dump.cu - every plan the conv2d planner makes, for a grid of
  * launches, printed on a machine without a GPU: `make plan-dump` before and
  * after a change to the planner (kernels/conv2d_plan.cu, conv2d_query.cu,
- * conv2d_weights.cu), then diff; the same output means the same plans.
+ * conv2d_weights.cu) or the tile rule (src/cuda_tile.c), then diff; the
+ * same output means the same plans.
  *
  * The launches: versions 0-4, five channel layouts, three borders, eight
  * image sizes, 42 tiles and 61 masks (the built-ins, gradient pairs,
  * binomial and box masks 3x3 to 31x31, even and one-row masks, random
  * integer, fractional and separable ones). For each, every conv2d_* query's
  * answer and, for versions 2-4, the full plan (variant, path, header and
- * weight bytes, block, grid, shared bytes), and the tile the GPU
- * backend's tile rule picks (src/cuda_tile.c) for each version. The device is plan_fake_device.c
- * (an H100's limits), or with --fail a device whose every query fails. A
- * line per image size, layout, border and mask holds a hash of its
- * launches' lines; PLAN_DUMP_LINES=1 prints the lines themselves. */
+ * weight bytes, block, grid, shared bytes); for each version, the tile the
+ * tile rule picks. The device is plan_fake_device.c (an H100's limits), or
+ * with --fail a device whose every query fails. A line per image size,
+ * layout, border and mask holds a hash of its launches' lines;
+ * PLAN_DUMP_LINES=1 prints the lines themselves. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
