@@ -9,7 +9,6 @@
 #include "conv2d_stream.cuh"
 #include "conv2d_planner.h"
 
-
 extern "C" const char *conv2d_version_name(int version)
 {
     static const char *const names[CONV2D_VERSIONS] = {"naive", "tiled", "blocked", "separable",
@@ -17,12 +16,64 @@ extern "C" const char *conv2d_version_name(int version)
     return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
 }
 
+/* One plan's answers; every query below about a launch at its tile reads
+ * them from here. */
+extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_launch_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (version == 0 || version == 1) {
+        info->supported = p->channels >= 1 && p->channels <= 4;
+        info->threads = p->tile_width * p->tile_height;
+        if (version == 1)  /* the weights, then the tile with its halo */
+            info->shared = conv2d_weight_bytes(*p) + (size_t)(p->tile_width + p->mask_width - 1) *
+                                                         (size_t)(p->tile_height + p->mask_height - 1) *
+                                                         (size_t)p->channels;
+        info->entry = (const void *)conv2d_entry_for(version, p->channels);
+        return;
+    }
+    conv2d_plan pl;
+    if (!conv2d_make_plan(version, p, &pl, false))
+        return;
+    info->supported = 1;
+    info->rank = pl.path;
+    info->threads = (int)(pl.block.x * pl.block.y);
+    info->shared = pl.shared;
+    info->entry = pl.v->entry;
+}
+
 extern "C" int conv2d_supports(int version, const conv2d_launch *p)
 {
-    if (version == 0 || version == 1)
-        return p->channels >= 1 && p->channels <= 4;
-    conv2d_plan pl;
-    return conv2d_make_plan(version, p, &pl, false);
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return info.supported;
+}
+
+extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
+{
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return info.rank;
+}
+
+extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
+{
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return info.shared;
+}
+
+extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
+{
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return info.threads;
+}
+
+extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
+{
+    conv2d_launch_info info;
+    conv2d_describe(version, p, &info);
+    return info.entry;
 }
 
 extern "C" int conv2d_direct_integer(const conv2d_launch *p)
@@ -61,14 +112,6 @@ extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
     case 0:            return "float";
     default:           return "gradient pair, 16-bit lanes";
     }
-}
-
-extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
-{
-    conv2d_plan pl;
-    if (version < 2 || !conv2d_make_plan(version, p, &pl, false))
-        return 0;
-    return pl.path;
 }
 
 /* The tensor-core path on RGBA: the tallest tile of the rule's width, up to
@@ -132,49 +175,6 @@ extern "C" size_t conv2d_scratch_bytes(int version, const conv2d_launch *p)
     return 0;
 }
 
-extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
-{
-    if (version == 0)
-        return 0;
-    if (version == 1) {
-        size_t tile = (size_t)(p->tile_width + p->mask_width - 1) *
-                      (size_t)(p->tile_height + p->mask_height - 1) * (size_t)p->channels;
-        return conv2d_weight_bytes(*p) + tile;
-    }
-    conv2d_plan pl;
-    return conv2d_make_plan(version, p, &pl, false) ? pl.shared : 0;
-}
-
-extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
-{
-    if (version == 0 || version == 1)
-        return p->tile_width * p->tile_height;
-    conv2d_plan pl;
-    if (!conv2d_make_plan(version, p, &pl, false))
-        return 0;
-    return (int)(pl.block.x * pl.block.y);
-}
-
-extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_launch_info *info)
-{
-    memset(info, 0, sizeof *info);
-    if (version == 0 || version == 1) {
-        info->supported = p->channels >= 1 && p->channels <= 4;
-        info->threads = p->tile_width * p->tile_height;
-        info->shared = conv2d_shared_bytes(version, p);
-        info->entry = (const void *)conv2d_entry_for(version, p->channels);
-        return;
-    }
-    conv2d_plan pl;
-    if (!conv2d_make_plan(version, p, &pl, false))
-        return;
-    info->supported = 1;
-    info->rank = pl.path;
-    info->threads = (int)(pl.block.x * pl.block.y);
-    info->shared = pl.shared;
-    info->entry = pl.v->entry;
-}
-
 extern "C" const void *conv2d_kernel_entry(int version, int channels)
 {
     if (version >= 2) {
@@ -185,15 +185,6 @@ extern "C" const void *conv2d_kernel_entry(int version, int channels)
         return v ? v->entry : NULL;
     }
     return (const void *)conv2d_entry_for(version, channels);
-}
-
-extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
-{
-    if (version >= 2) {
-        conv2d_plan pl;
-        return conv2d_make_plan(version, p, &pl, false) ? pl.v->entry : NULL;
-    }
-    return (const void *)conv2d_entry_for(version, p->channels);
 }
 
 extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)

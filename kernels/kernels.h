@@ -138,9 +138,10 @@ int conv2d_preferred_tile(int version, const conv2d_launch *p, int *width, int *
 size_t conv2d_scratch_bytes(int version, const conv2d_launch *p);
 
 /* What one plan says of a launch of this version at its tile, in one
- * call (the tile rule asks this of every candidate): supported as
- * conv2d_supports(), and as conv2d_path_rank(), conv2d_block_threads(),
- * conv2d_shared_bytes() and conv2d_kernel_for() would answer. */
+ * call (the tile rule asks this of every candidate): the answers of
+ * conv2d_supports(), conv2d_path_rank(), conv2d_block_threads(),
+ * conv2d_shared_bytes() and conv2d_kernel_for(), which read them from
+ * here. */
 typedef struct {
     int supported;
     int rank;
