@@ -262,17 +262,19 @@ static int sweep_row_of(cuda_backend *b, int version, const conv2d_launch *base,
     r->launch.tile_width = w;
     r->launch.tile_height = h;
     r->is_auto = w == base->tile_width && h == base->tile_height;
-    r->threads = conv2d_block_threads(version, &r->launch);
+    conv2d_launch_info launch;  /* one plan a tile */
+    conv2d_describe(version, &r->launch, &launch);
+    r->threads = launch.threads;
     const char *why = NULL;
-    if (!conv2d_supports(version, &r->launch)) {
+    if (!launch.supported) {
         if (w * h < 64 || w * h > 8192)
             return 0;  /* far outside what this version runs: not a candidate */
         why = "cannot launch: not a tile shape this kernel version runs";
     } else if (r->threads < 32) {
         return 0;
-    } else if (gf_cuda_tile_fits(b, version, &r->launch) < 0) {
+    } else if (fits_with(b, version, &r->launch, &launch) < 0) {
         why = gf_error() + strlen("gpufilter: ");
-    } else if (gf_cuda_occupancy(b, version, &r->launch, &r->info) < 0) {
+    } else if (occupancy_with(b, &launch, &r->info) < 0) {
         return -1;
     } else if (r->info.blocks_per_sm == 0) {
         why = "cannot launch: no block fits on a multiprocessor";
