@@ -41,39 +41,36 @@ extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_laun
     info->entry = pl.v->entry;
 }
 
-extern "C" int conv2d_supports(int version, const conv2d_launch *p)
+static conv2d_launch_info info_of(int version, const conv2d_launch *p)
 {
     conv2d_launch_info info;
     conv2d_describe(version, p, &info);
-    return info.supported;
+    return info;
+}
+
+extern "C" int conv2d_supports(int version, const conv2d_launch *p)
+{
+    return info_of(version, p).supported;
 }
 
 extern "C" int conv2d_path_rank(int version, const conv2d_launch *p)
 {
-    conv2d_launch_info info;
-    conv2d_describe(version, p, &info);
-    return info.rank;
+    return info_of(version, p).rank;
 }
 
 extern "C" size_t conv2d_shared_bytes(int version, const conv2d_launch *p)
 {
-    conv2d_launch_info info;
-    conv2d_describe(version, p, &info);
-    return info.shared;
+    return info_of(version, p).shared;
 }
 
 extern "C" int conv2d_block_threads(int version, const conv2d_launch *p)
 {
-    conv2d_launch_info info;
-    conv2d_describe(version, p, &info);
-    return info.threads;
+    return info_of(version, p).threads;
 }
 
 extern "C" const void *conv2d_kernel_for(int version, const conv2d_launch *p)
 {
-    conv2d_launch_info info;
-    conv2d_describe(version, p, &info);
-    return info.entry;
+    return info_of(version, p).entry;
 }
 
 extern "C" int conv2d_direct_integer(const conv2d_launch *p)
