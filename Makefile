@@ -4,6 +4,7 @@
 #   make demo       build, then filter the samples into out/
 #   make test       unit tests, then the CLI suite on every backend usable here
 #   make test-gpu   the CLI suite with --backend cuda; fails without a usable GPU
+#   make test-kernels  every conv2d version and tile against the reference, one process
 #   make test SANITIZE=1   the same tests on a build with ASan and UBSan (build-sanitize/)
 #   make deps       install the Debian and Python packages the build and tests need
 #                   (the other goals install what they need themselves)
@@ -100,8 +101,10 @@ KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_quer
 # the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
+# the host code and kernels without main(), for the tools and checks that link them
+LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
-.PHONY: all demo test test-unit test-cli test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png plan-dump
+.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png plan-dump
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -191,8 +194,10 @@ $(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD
 	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) \
 	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)
 
-test-unit: $(UNIT_TESTS)
+test-unit: $(UNIT_TESTS) $(BUILD)/conv2d-check
 	@for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t || exit 1; done
+	@echo "== $(BUILD)/conv2d-check --backend cpu --quick"
+	@$(BUILD)/conv2d-check --backend cpu --quick
 
 # The CLI suite runs on the CPU backend, and on CUDA too when a GPU is usable.
 test-cli: $(BUILD)/gpufilter check-python
@@ -202,6 +207,16 @@ test-cli: $(BUILD)/gpufilter check-python
 	else echo "test-cli: no usable GPU here; the CUDA backend is tested by 'make test-gpu'"; fi
 
 test: test-unit test-cli
+
+# Every conv2d version and tile against the reference backend in one
+# process (tests/kernels/conv2d_check.c): the CUDA backend where a GPU is
+# usable, else the fast CPU path.
+$(BUILD)/conv2d-check: tests/kernels/conv2d_check.c $(LIB_OBJ) | $(BUILD)/obj
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+test-kernels: $(BUILD)/conv2d-check
+	@if $(BUILD)/gpufilter --list-devices >/dev/null 2>&1; then $(BUILD)/conv2d-check --backend cuda; \
+	else $(BUILD)/conv2d-check --backend cpu; fi
 
 test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold check-python
 	@$(BUILD)/gpufilter --list-devices || { echo "test-gpu: no usable GPU"; exit 1; }
@@ -285,7 +300,7 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 #                    query failing: run before and after a change to the
 #                    planner and diff the outputs (the same: the same plans)
 # the tile rule (cuda_tile.c) comes with the host code it links to
-PLAN_DUMP_OBJ = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
+PLAN_DUMP_OBJ = $(LIB_OBJ)
 
 plan-dump: $(BUILD)/plan-dump
 	$(BUILD)/plan-dump
