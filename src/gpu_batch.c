@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "jpeg_rows.h"
 #include "nvjpeg_codec.h"
 #include "pipeline.h"
 #include "util.h"
@@ -339,7 +340,8 @@ static void *writer_main(void *arg)
 int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe)
 {
     return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF &&
-           probe->channels == 3 && !probe->jpeg_undefined_tables;
+           probe->channels == 3 && !probe->jpeg_undefined_tables &&
+           gf_jpeg_rows_sound(data, size) != 0;
 }
 
 /* The job's operations once on a small image: the kernels' modules load

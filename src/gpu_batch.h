@@ -44,7 +44,10 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
                                  int device_count, int need_hardware, gf_gpu_report_fn report,
                                  void *user);
 /* 1 when a file may take the stage: a JPEG (by its first bytes) of three
- * channels without undefined tables (the stage is not started for --gray).
+ * channels without undefined tables (the stage is not started for --gray)
+ * whose entropy-coded data libjpeg-turbo decodes without a complaint
+ * (gf_jpeg_rows_sound; run on the caller's thread): a damaged one is left
+ * to the CPU path, for its message.
  * Its result is encoded on the GPU when written as JPEG, else by a writer. */
 int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe);
 /* Hand over a file's bytes (the stage frees them); waits while the queue

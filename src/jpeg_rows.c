@@ -43,8 +43,8 @@ static void close_rows(gf_jpeg_rows *r)
     free(r);
 }
 
-/* Read the header and start the decompressor; 0, or -1 for an error or a
- * file this decoder does not take. */
+/* Read the header and start the decompressor; 0, -1 for an error (or a
+ * warning), or -2 for a file this decoder does not take. */
 static int start(gf_jpeg_rows *r, const unsigned char *data, size_t size)
 {
     if (setjmp(r->failed))
@@ -58,7 +58,7 @@ static int start(gf_jpeg_rows *r, const unsigned char *data, size_t size)
     if (jpeg_has_multiple_scans(&r->info) || r->info.data_precision != 8 ||
         !((space == JCS_GRAYSCALE && components == 1) ||
           ((space == JCS_YCbCr || space == JCS_RGB) && components == 3)))
-        return -1;
+        return -2;
     /* tjDecompress2's settings with flags 0: the library's defaults (the
      * accurate integer IDCT, smooth chroma upsampling), RGB or gray out */
     r->info.out_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
@@ -67,19 +67,31 @@ static int start(gf_jpeg_rows *r, const unsigned char *data, size_t size)
     return 0;
 }
 
-gf_jpeg_rows *gf_jpeg_rows_open(const unsigned char *data, size_t size, int *width, int *height,
-                                int *channels)
+/* A decoder started on data, or NULL with *why: -1 an error, -2 a file
+ * this decoder does not take or no memory. */
+static gf_jpeg_rows *open_rows(const unsigned char *data, size_t size, int *why)
 {
     gf_jpeg_rows *r = calloc(1, sizeof *r);
+    *why = -2;
     if (!r)
         return NULL;
     r->info.err = jpeg_std_error(&r->error);
     r->error.error_exit = on_error;
     r->error.emit_message = on_message;
-    if (start(r, data, size) < 0) {
+    if ((*why = start(r, data, size)) < 0) {
         close_rows(r);
         return NULL;
     }
+    return r;
+}
+
+gf_jpeg_rows *gf_jpeg_rows_open(const unsigned char *data, size_t size, int *width, int *height,
+                                int *channels)
+{
+    int why;
+    gf_jpeg_rows *r = open_rows(data, size, &why);
+    if (!r)
+        return NULL;
     *width = (int)r->info.output_width;
     *height = (int)r->info.output_height;
     *channels = r->info.output_components;
@@ -111,6 +123,36 @@ void gf_jpeg_rows_close(gf_jpeg_rows *r)
     close_rows(r);
 }
 
+/* All but the last row skipped (libjpeg-turbo decodes the skipped rows'
+ * entropy-coded data without the rest of the decode), the last one read,
+ * then the rest of the file to EOI; 0, or -1 on an error or a warning. */
+static int read_through(gf_jpeg_rows *r, JSAMPROW last)
+{
+    if (setjmp(r->failed))
+        return -1;
+    const JDIMENSION left = r->info.output_height - r->info.output_scanline;
+    if (left > 1 && jpeg_skip_scanlines(&r->info, left - 1) != left - 1)
+        return -1;
+    if (jpeg_read_scanlines(&r->info, &last, 1) != 1)
+        return -1;
+    r->started = 0;
+    jpeg_finish_decompress(&r->info);
+    return 0;
+}
+
+int gf_jpeg_rows_sound(const unsigned char *data, size_t size)
+{
+    int why;
+    gf_jpeg_rows *r = open_rows(data, size, &why);
+    if (!r)
+        return why == -1 ? 0 : -1;
+    JSAMPROW last = malloc((size_t)r->info.output_width * (size_t)r->info.output_components);
+    const int sound = last ? read_through(r, last) == 0 : -1;
+    free(last);
+    close_rows(r);
+    return sound;
+}
+
 #else
 
 int gf_jpeg_rows_available(void)
@@ -140,6 +182,13 @@ int gf_jpeg_rows_read(gf_jpeg_rows *decoder, unsigned char *dst, int rows)
 void gf_jpeg_rows_close(gf_jpeg_rows *decoder)
 {
     (void)decoder;
+}
+
+int gf_jpeg_rows_sound(const unsigned char *data, size_t size)
+{
+    (void)data;
+    (void)size;
+    return -1;
 }
 
 #endif

@@ -167,10 +167,11 @@ def hostile_jpegs(folder, rng):
     (folder / "truncated-half.jpg").write_bytes(data[: len(data) // 2])
     (folder / "truncated-header.jpg").write_bytes(data[:300])
     (folder / "no-eoi.jpg").write_bytes(data[:-2])
-    damaged = bytearray(data)
-    at = len(damaged) // 2
-    damaged[at:at + 64] = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
-    (folder / "damaged-entropy.jpg").write_bytes(bytes(damaged))
+    for k, where in enumerate((0.3, 0.5, 0.7)):  # nvJPEG's decoder pads over some of these
+        damaged = bytearray(data)
+        at = int(len(damaged) * where)
+        damaged[at:at + 64] = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
+        (folder / f"damaged-entropy-{k}.jpg").write_bytes(bytes(damaged))
     img.save(folder / "progressive.jpg", quality=90, progressive=True)
     img.convert("L").save(folder / "gray.jpg", quality=90)
     img.convert("CMYK").save(folder / "cmyk.jpg", quality=90)

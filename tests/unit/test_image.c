@@ -28,6 +28,7 @@
 #include <stb_image_write.h>
 
 #include "image.h"
+#include "jpeg_rows.h"
 #include "jpeg_strips.h"
 #include "jpeg_turbo.h"
 #include "png_codec.h"
@@ -479,6 +480,53 @@ static double mean_abs_error(const gf_image *a, const gf_image *b)
     for (size_t i = 0; i < n; i++)
         sum += abs((int)a->pixels[i] - (int)b->pixels[i]);
     return sum / (double)n;
+}
+
+/* gf_jpeg_rows_sound, the check that keeps damaged JPEGs off nvJPEG, says
+ * "damaged" exactly where the whole-image decoder refuses the file: random
+ * bytes and runs of bytes overwritten in the entropy-coded data of 4:4:4
+ * and 4:2:0 files; some stay decodable, most do not. */
+static void test_jpeg_sound_agrees_with_the_decoder(void **state)
+{
+    (void)state;
+    if (!gf_jpeg_rows_available() || !gf_jpeg_turbo_available())
+        skip();
+    int damaged = 0, sound = 0;
+    for (int quality = 80; quality <= 95; quality += 15) {  /* 4:2:0, then 4:4:4 */
+        gf_image *img = gradient_image(96, 64);
+        for (size_t i = 0; i < gf_image_bytes(img); i++)
+            img->pixels[i] = (unsigned char)(img->pixels[i] + rng_int(0, 15));
+        unsigned char *data, *copy;
+        size_t n;
+        assert_int_equal(gf_jpeg_turbo_encode(img->pixels, 96, 64, 3, quality, &data, &n), 0);
+        assert_int_equal(gf_jpeg_rows_sound(data, n), 1);
+        assert_non_null(copy = malloc(n));
+        for (int trial = 0; trial < 80; trial++) {
+            memcpy(copy, data, n);
+            const size_t at = n / 4 + (size_t)rng_int(0, (int)(n / 2));
+            const int run = trial % 2 ? rng_int(2, 16) : 1;
+            for (int i = 0; i < run && at + (size_t)i < n; i++)
+                copy[at + (size_t)i] = (unsigned char)rng_next();
+            int w, h, c;
+            unsigned char *pixels = gf_jpeg_turbo_decode(copy, n, &w, &h, &c);
+            const int verdict = gf_jpeg_rows_sound(copy, n);
+            if (verdict == -1) {  /* the damage made it a kind of file it does not take */
+                free(pixels);
+                continue;
+            }
+            if (verdict != (pixels != NULL))
+                print_error("quality %d, %d bytes at %zu: sound %d, decoder %s\n", quality, run,
+                            at, verdict, pixels ? "decodes it" : "refuses it");
+            assert_int_equal(verdict, pixels != NULL);
+            damaged += pixels == NULL;
+            sound += pixels != NULL;
+            free(pixels);
+        }
+        free(copy);
+        free(data);
+        gf_image_free(img);
+    }
+    assert_true(damaged > 0 && sound > 0);  /* both answers were tested */
 }
 
 /* The strips a JPEG is joined from must share their tables and layout:
@@ -2105,6 +2153,7 @@ int main(void)
 #ifdef GF_HAVE_LIBDEFLATE
         cmocka_unit_test_teardown(test_png_zlib_bands, clean_tmpdir),
         cmocka_unit_test_teardown(test_jpeg_join_refuses_unlike_strips, clean_tmpdir),
+        cmocka_unit_test(test_jpeg_sound_agrees_with_the_decoder),
         cmocka_unit_test_teardown(test_adler32_combine, clean_tmpdir),
         cmocka_unit_test_teardown(test_png_codec_roundtrip, clean_tmpdir),
 #endif
