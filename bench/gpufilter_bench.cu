@@ -920,31 +920,52 @@ static Peer npp_conv2d(const Config &cfg, const gf_mask &m, const std::vector<Ba
 }
 #endif
 
-static void bench_conv2d(Config &cfg, const gf_mask &m)
-{
-    progress(cfg, format("conv2d %s: CPU reference bands", m.name).c_str());
-    const int taps = m.width * m.height;
-    std::vector<float> weights((size_t)m.count * taps);
-    for (int k = 0; k < m.count; k++)
-        for (int i = 0; i < taps; i++)
-            weights[(size_t)k * taps + i] = (float)m.weights[k][i];
+/* A mask's weights on the device, with the host copies a launch passes too
+ * (versions that take the weights as kernel parameters read them at launch). */
+struct DeviceMask {
+    std::vector<float> weights, row, column;
     float *d_weights = NULL, *d_row = NULL, *d_column = NULL;
-    CHECK(cudaMalloc((void **)&d_weights, weights.size() * sizeof(float)), "allocating the mask");
-    CHECK(cudaMemcpy(d_weights, weights.data(), weights.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "uploading the mask");
-    std::vector<float> row(m.width), column(m.height);
-    if (m.separable) {
-        for (int i = 0; i < m.width; i++)
-            row[i] = (float)m.row[i];
-        for (int i = 0; i < m.height; i++)
-            column[i] = (float)m.column[i];
-        CHECK(cudaMalloc((void **)&d_row, row.size() * sizeof(float)), "allocating the mask");
-        CHECK(cudaMalloc((void **)&d_column, column.size() * sizeof(float)), "allocating the mask");
-        CHECK(cudaMemcpy(d_row, row.data(), row.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "uploading the mask");
-        CHECK(cudaMemcpy(d_column, column.data(), column.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "uploading the mask");
+
+    explicit DeviceMask(const gf_mask &m)
+    {
+        const int taps = m.width * m.height;
+        weights.resize((size_t)m.count * taps);
+        for (int k = 0; k < m.count; k++)
+            for (int i = 0; i < taps; i++)
+                weights[(size_t)k * taps + i] = (float)m.weights[k][i];
+        d_weights = upload(weights);
+        if (m.separable) {
+            for (int i = 0; i < m.width; i++)
+                row.push_back((float)m.row[i]);
+            for (int i = 0; i < m.height; i++)
+                column.push_back((float)m.column[i]);
+            d_row = upload(row);
+            d_column = upload(column);
+        }
     }
+    ~DeviceMask()
+    {
+        cudaFree(d_weights);
+        cudaFree(d_row);
+        cudaFree(d_column);
+    }
+    DeviceMask(const DeviceMask &) = delete;
+    DeviceMask &operator=(const DeviceMask &) = delete;
+
+    static float *upload(const std::vector<float> &v)
+    {
+        float *d = NULL;
+        CHECK(cudaMalloc((void **)&d, v.size() * sizeof(float)), "allocating the mask");
+        CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "uploading the mask");
+        return d;
+    }
+};
+
+/* The launch of mask m over the first buffers, every channel filtered (it
+ * is a benchmark), nearest border, the bench's default tile. */
+static conv2d_launch conv2d_launch_of(const Config &cfg, const gf_mask &m, const DeviceMask &dm)
+{
     conv2d_launch p;
     memset(&p, 0, sizeof p);
     p.src = cfg.in[0];
@@ -952,107 +973,121 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
     p.width = cfg.width;
     p.height = cfg.height;
     p.channels = cfg.channels;
-    p.channels_filtered = cfg.channels;  /* filter all: it is a benchmark */
+    p.channels_filtered = cfg.channels;
     p.border = GF_BORDER_NEAREST;
     p.mask_width = m.width;
     p.mask_height = m.height;
     p.mask_count = m.count;
     p.combine = m.combine;
-    p.weights = d_weights;
+    p.weights = dm.d_weights;
     for (int k = 0; k < m.count; k++) {
         p.scale[k] = (float)m.scale[k];
         p.offset[k] = (float)m.offset[k];
     }
     p.tile_width = g_opt.tile_width;
     p.tile_height = g_opt.tile_height;
-    p.row_weights = d_row;
-    p.column_weights = d_column;
+    p.row_weights = dm.d_row;
+    p.column_weights = dm.d_column;
     p.scratch = NULL;
-    /* host copies too, as the tool passes them: versions that can take the
-     * weights as kernel parameters read them at launch */
-    p.host_weights = weights.data();
-    p.host_row_weights = m.separable ? row.data() : NULL;
-    p.host_column_weights = m.separable ? column.data() : NULL;
+    p.host_weights = dm.weights.data();
+    p.host_row_weights = m.separable ? dm.row.data() : NULL;
+    p.host_column_weights = m.separable ? dm.column.data() : NULL;
+    return p;
+}
 
-    const std::vector<Band> bands = reference_bands(cfg, m);
+/* What stands in the way of timing version v at launch q: "" when nothing
+ * does, else the note of its skipped row. */
+static std::string conv2d_unrunnable(int v, const conv2d_launch &q, const std::string &tile)
+{
+    if (!conv2d_supports(v, &q))
+        return "skipped: conv2d_supports() = 0 for this mask and " + tile;
+    const size_t shared = conv2d_shared_bytes(v, &q);
+    if (shared > g_prop.sharedMemPerBlockOptin)
+        return format("skipped: tile %dx%d needs %zu B of shared memory; the device allows %zu",
+                      q.tile_width, q.tile_height, shared, (size_t)g_prop.sharedMemPerBlockOptin);
+    return "";
+}
+
+/* One row: version v of the ladder on launch p (its tile from tile_of),
+ * checked against the reference bands, then timed. */
+static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_launch &p, int v,
+                                 const std::vector<Band> &bands, const Peer &peer)
+{
     const std::string mask_label = format("%s %dx%d", m.name, m.width, m.height);
     const double bytes = 2.0 * (double)cfg.bytes;
+    const char *name = conv2d_version_name(v);
+    const std::string version = format("v%d %s", v, name ? name : "?");
+    const std::string what = format("running conv2d %s %s on %s", version.c_str(), m.name,
+                                    size_name(cfg).c_str());
+    progress(cfg, format("conv2d %s %s", version.c_str(), m.name).c_str());
+    conv2d_launch q = p;
+    tile_of(v, &q);
+    auto row = [&](const Timing &t, const std::string &note) {
+        add_row(cfg, "conv2d", version, mask_label, t, bytes, (double)cfg.pixels, peer, note);
+        set_last_tile(q);
+    };
+    const std::string tile = format("tile %dx%d", q.tile_width, q.tile_height);
+    const std::string skipped = conv2d_unrunnable(v, q, tile);
+    if (!skipped.empty()) {
+        row(Timing(), skipped);
+        return;
+    }
+    const size_t scratch = conv2d_scratch_bytes(v, &q);
+    void *d_scratch = NULL;
+    if (scratch)
+        CHECK(cudaMalloc(&d_scratch, scratch), format("allocating %zu bytes of conv2d scratch", scratch));
+    q.scratch = d_scratch;
 
+    /* a launch the device refuses (a block over its limits) is reported,
+     * never timed as zero; any other failure ends the run */
+    cudaError_t err = conv2d_gpu(v, &q, g_stream);
+    if (err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue) {
+        (void)cudaGetLastError();
+        cudaFree(d_scratch);
+        row(Timing(), format("skipped: %s: conv2d_gpu() failed: %s", tile.c_str(),
+                             cudaGetErrorString(err)));
+        return;
+    }
+    CHECK(err, what);
+    Diff d = compare_bands(cfg, q.dst, bands);
+    if (!d.acceptable())
+        die(1, "conv2d %s %s on %s (tile %dx%d) differs from the CPU reference: %s", version.c_str(),
+            m.name, size_name(cfg).c_str(), q.tile_width, q.tile_height, describe_diff(d).c_str());
+    std::string note = tile;
+    unsigned grid_x, grid_y;
+    int steps;  /* tiles a block walks down */
+    conv2d_grid(v, &q, &grid_x, &grid_y, &steps);
+    if (steps > 1)
+        note += format(" x %d", steps);
+    if (d.off_by_one)
+        note += format("; %zu of %zu checked values off by 1", d.off_by_one, d.total);
+
+    Timing t = time_runs(
+        [&](int i) {
+            conv2d_launch r = q;
+            int b = i % cfg.buffers;
+            r.src = cfg.in[b];
+            r.dst = cfg.out[b];
+            return conv2d_gpu(v, &r, g_stream);
+        },
+        what);
+    cudaFree(d_scratch);
+    row(t, note);
+}
+
+static void bench_conv2d(Config &cfg, const gf_mask &m)
+{
+    progress(cfg, format("conv2d %s: CPU reference bands", m.name).c_str());
+    const DeviceMask dm(m);
+    const conv2d_launch p = conv2d_launch_of(cfg, m, dm);
+    const std::vector<Band> bands = reference_bands(cfg, m);
     Peer peer;
 #ifdef GF_HAVE_NPP
     progress(cfg, format("conv2d %s: NPP", m.name).c_str());
     peer = npp_conv2d(cfg, m, bands);
 #endif
-    for (int v = 0; v < CONV2D_VERSIONS; v++) {
-        const char *name = conv2d_version_name(v);
-        const std::string version = format("v%d %s", v, name ? name : "?");
-        const std::string what = format("running conv2d %s %s on %s", version.c_str(), m.name,
-                                        size_name(cfg).c_str());
-        progress(cfg, format("conv2d %s %s", version.c_str(), m.name).c_str());
-        conv2d_launch q = p;
-        tile_of(v, &q);
-        const std::string tile = format("tile %dx%d", q.tile_width, q.tile_height);
-        if (!conv2d_supports(v, &q)) {
-            add_row(cfg, "conv2d", version, mask_label, Timing(), bytes, (double)cfg.pixels, peer,
-                    "skipped: conv2d_supports() = 0 for this mask and " + tile);
-            set_last_tile(q);
-            continue;
-        }
-        const size_t shared = conv2d_shared_bytes(v, &q);
-        if (shared > g_prop.sharedMemPerBlockOptin) {
-            add_row(cfg, "conv2d", version, mask_label, Timing(), bytes, (double)cfg.pixels, peer,
-                    format("skipped: tile %dx%d needs %zu B of shared memory; the device allows %zu",
-                           q.tile_width, q.tile_height, shared, (size_t)g_prop.sharedMemPerBlockOptin));
-            set_last_tile(q);
-            continue;
-        }
-        const size_t scratch = conv2d_scratch_bytes(v, &q);
-        void *d_scratch = NULL;
-        if (scratch)
-            CHECK(cudaMalloc(&d_scratch, scratch), format("allocating %zu bytes of conv2d scratch", scratch));
-        q.scratch = d_scratch;
-
-        /* a launch the device refuses (a block over its limits) is reported,
-         * never timed as zero; any other failure ends the run */
-        cudaError_t err = conv2d_gpu(v, &q, g_stream);
-        if (err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue) {
-            (void)cudaGetLastError();
-            cudaFree(d_scratch);
-            add_row(cfg, "conv2d", version, mask_label, Timing(), bytes, (double)cfg.pixels, peer,
-                    format("skipped: %s: conv2d_gpu() failed: %s", tile.c_str(), cudaGetErrorString(err)));
-            set_last_tile(q);
-            continue;
-        }
-        CHECK(err, what);
-        Diff d = compare_bands(cfg, q.dst, bands);
-        if (!d.acceptable())
-            die(1, "conv2d %s %s on %s (tile %dx%d) differs from the CPU reference: %s", version.c_str(),
-                m.name, size_name(cfg).c_str(), q.tile_width, q.tile_height, describe_diff(d).c_str());
-        std::string note = tile;
-        unsigned grid_x, grid_y;
-        int steps;  /* tiles a block walks down */
-        conv2d_grid(v, &q, &grid_x, &grid_y, &steps);
-        if (steps > 1)
-            note += format(" x %d", steps);
-        if (d.off_by_one)
-            note += format("; %zu of %zu checked values off by 1", d.off_by_one, d.total);
-
-        Timing t = time_runs(
-            [&](int i) {
-                conv2d_launch r = q;
-                int b = i % cfg.buffers;
-                r.src = cfg.in[b];
-                r.dst = cfg.out[b];
-                return conv2d_gpu(v, &r, g_stream);
-            },
-            what);
-        cudaFree(d_scratch);
-        add_row(cfg, "conv2d", version, mask_label, t, bytes, (double)cfg.pixels, peer, note);
-        set_last_tile(q);
-    }
-    cudaFree(d_weights);
-    cudaFree(d_row);
-    cudaFree(d_column);
+    for (int v = 0; v < CONV2D_VERSIONS; v++)
+        bench_conv2d_version(cfg, m, p, v, bands, peer);
 }
 
 /* ---- histogram ------------------------------------------------------------------ */
