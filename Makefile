@@ -211,7 +211,7 @@ test: test-unit test-cli
 # Every conv2d version and tile against the reference backend in one
 # process (tests/kernels/conv2d_check.c): the CUDA backend where a GPU is
 # usable, else the fast CPU path.
-$(BUILD)/conv2d-check: tests/kernels/conv2d_check.c $(LIB_OBJ) | $(BUILD)/obj
+$(BUILD)/conv2d-check: tests/kernels/conv2d_check.c tests/unit/test_rng.h $(LIB_OBJ) | $(BUILD)/obj
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 test-kernels: $(BUILD)/conv2d-check

@@ -17,38 +17,21 @@
  * The rule is the CLI suite's: at most 1 level apart, and at most 0.1% of
  * the values (rounded down: a tiny image must match exactly) not counting
  * those whose exact value lies on a rounding boundary (at_rounding_tie);
- * alpha that passes through unchanged. Inputs come
- * from GPUFILTER_TEST_SEED, printed, else a fresh seed. Exit 0 when every
+ * alpha that passes through exactly. Inputs come from GF_TEST_SEED,
+ * printed, else a fresh seed (tests/unit/test_rng.h). Exit 0 when every
  * case passes, 1 on a mismatch or a backend failure, 2 on bad usage. */
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../unit/test_rng.h"
 #include "backend.h"
 #include "builtin_masks.h"
 #include "util.h"
 
 #define MAX_MASKS 96
 #define MAX_BACKENDS 64
-
-static uint64_t rng_state;
-
-static uint64_t next_random(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-/* An integer in lo..hi. */
-static int random_in(int lo, int hi)
-{
-    return lo + (int)(next_random() % (uint64_t)(hi - lo + 1));
-}
 
 /* ---- masks --------------------------------------------------------------------- */
 
@@ -96,17 +79,17 @@ static void add_made(mask_set *set, int kind, int w, int h)
     static double weights[GF_MASK_MAX_TAPS];
     double column[GF_MASK_MAX_SIZE], row[GF_MASK_MAX_SIZE];
     for (int i = 0; i < GF_MASK_MAX_SIZE; i++) {
-        column[i] = kind == BYTE_PRODUCT ? random_in(0, 255) : random_in(-3, 3);
-        row[i] = kind == BYTE_PRODUCT ? random_in(0, 255) : random_in(-128, 127);
+        column[i] = kind == BYTE_PRODUCT ? rng_int(0, 255) : rng_int(-3, 3);
+        row[i] = kind == BYTE_PRODUCT ? rng_int(0, 255) : rng_int(-128, 127);
     }
     column[0] = kind == BYTE_PRODUCT ? 255 : 1;
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
             double *v = &weights[y * w + x];
             switch (kind) {
-            case INTEGER: *v = random_in(-128, 127); break;
+            case INTEGER: *v = rng_int(-128, 127); break;
             case BOX: *v = 1; break;
-            case FLOAT: *v = (double)random_in(-300, 1000) / 997.0; break;
+            case FLOAT: *v = (double)rng_int(-300, 1000) / 997.0; break;
             default: *v = column[y] * row[x]; break;
             }
         }
@@ -129,7 +112,7 @@ static void add_gradient_pair(mask_set *set)
     strcpy(mask_text, "combine magnitude\n");
     for (int m = 0; m < 2; m++) {
         for (int i = 0; i < 9; i++)
-            weights[i] = random_in(-4, 4);
+            weights[i] = rng_int(-4, 4);
         append_matrix(3, 3, weights, 1, 0);
     }
     add_parsed(set, "pair3x3");
@@ -318,7 +301,7 @@ static long run_case(variant *variants, int count, const check_case *c, gf_backe
         goto done;
     }
     for (size_t i = 0; i < gf_image_bytes(input); i++)
-        input->pixels[i] = (unsigned char)next_random();
+        input->pixels[i] = (unsigned char)rng_next();
     if (filter(reference, input, c->mask, c->border, c->filtered, want) != 0) {
         variant ref = {.version = GF_CONV_AUTO};
         report_failure(&ref, c, gf_error());
@@ -413,12 +396,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(backend, "cuda") != 0 && strcmp(backend, "cpu") != 0)
         return usage();
-    const char *seed_text = getenv("GPUFILTER_TEST_SEED");
-    const uint64_t seed = seed_text ? strtoull(seed_text, NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed * 0x9E3779B97F4A7C15ULL + 1;
-    printf("conv2d-check: backend %s, seed %" PRIu64 " (rerun with GPUFILTER_TEST_SEED=%" PRIu64 ")\n",
-           backend, seed, seed);
-
+    rng_seed("conv2d-check");
+    printf("conv2d-check: backend %s\n", backend);
     if (!ties_found_where_they_are()) {
         fprintf(stderr, "conv2d-check: the rounding-tie test is wrong\n");
         return 1;
