@@ -63,6 +63,30 @@ __device__ __forceinline__ void conv2d_emit3(const float (&acc)[8][CF], const fa
     }
 }
 
+/* conv2d_emit3 for the header's mode and combination. */
+template <int C, int CF>
+__device__ __forceinline__ void conv2d_emit3_any(const float (&acc)[8][CF], const fast_header &h, int y,
+                                                 int x)
+{
+    const bool mag = h.comb == COMB_MAG;
+    if (h.mode == MODE_PRESCALED_NO_OFFSET) {
+        if (mag)
+            conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_MAG>(acc, h, y, x);
+        else
+            conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_SUM>(acc, h, y, x);
+    } else if (h.mode == MODE_PRESCALED) {
+        if (mag)
+            conv2d_emit3<C, CF, MODE_PRESCALED, COMB_MAG>(acc, h, y, x);
+        else
+            conv2d_emit3<C, CF, MODE_PRESCALED, COMB_SUM>(acc, h, y, x);
+    } else {
+        if (mag)
+            conv2d_emit3<C, CF, MODE_DIV, COMB_MAG>(acc, h, y, x);
+        else
+            conv2d_emit3<C, CF, MODE_DIV, COMB_SUM>(acc, h, y, x);
+    }
+}
+
 /* Block: (tw, th / 8) threads. Per step: the rows not yet in the ring are
  * staged (at most th at a time), each thread runs the row pass on 8
  * adjacent columns of one staged row into the ring; then each thread runs
@@ -184,25 +208,8 @@ __global__ void __launch_bounds__(kMaxThreads, 2) conv2d_kernel3(const fast_args
                     acc[j][c] = fmaf(win[j][c], wv, acc[j][c]);
         }
         const int y = y0 + 8 * ty, x = x0 + tx;
-        if (x < h.width && y < h.height) {
-            const bool mag = h.comb == COMB_MAG;
-            if (h.mode == MODE_PRESCALED_NO_OFFSET) {
-                if (mag)
-                    conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_MAG>(acc, h, y, x);
-                else
-                    conv2d_emit3<C, CF, MODE_PRESCALED_NO_OFFSET, COMB_SUM>(acc, h, y, x);
-            } else if (h.mode == MODE_PRESCALED) {
-                if (mag)
-                    conv2d_emit3<C, CF, MODE_PRESCALED, COMB_MAG>(acc, h, y, x);
-                else
-                    conv2d_emit3<C, CF, MODE_PRESCALED, COMB_SUM>(acc, h, y, x);
-            } else {
-                if (mag)
-                    conv2d_emit3<C, CF, MODE_DIV, COMB_MAG>(acc, h, y, x);
-                else
-                    conv2d_emit3<C, CF, MODE_DIV, COMB_SUM>(acc, h, y, x);
-            }
-        }
+        if (x < h.width && y < h.height)
+            conv2d_emit3_any<C, CF>(acc, h, y, x);
     }
 }
 
