@@ -16,6 +16,9 @@
 #   verbose   gpufilter -v on a 8192x8192 RGBA image: the stage breakdown
 #   ncu       Nsight Compute on the direct kernel (gaussian3, gray and RGBA)
 #             and the instruction counts of its SASS
+#   kernels   build/conv2d-check --backend cuda (tests/kernels; KERNELS_ARGS
+#             adds --quick or --verbose): every conv2d version and tile
+#             against the reference backend in one process
 #   quick     test_oracle.py's CUDA-only tests (QUICK_K: their -k filter)
 #   test      make test-gpu (PYTEST_ARGS passed through)
 #   sanitize  the CLI suite's GPU tests under compute-sanitizer memcheck,
@@ -146,6 +149,12 @@ for stage in "$@"; do
             /Function : / {p = 0} p' >/tmp/sass-kernel4-gray3.txt
         cat /tmp/sass-kernel4-gray3.txt >>"$LOGS/ncu.txt"
         note "sass: $(grep -c LDG /tmp/sass-kernel4-gray3.txt) LDG, $(grep -c FFMA /tmp/sass-kernel4-gray3.txt) FFMA, $(grep -cE 'LDL|STL' /tmp/sass-kernel4-gray3.txt) local, $(grep -cE '^ +/\*[0-9a-f]+\*/' /tmp/sass-kernel4-gray3.txt) instructions" ;;
+    kernels)  # every conv2d version and tile against the reference, one process
+        make STB_CFLAGS="$STB" build/conv2d-check >>"$LOGS/build.log" 2>&1 &&
+            build/conv2d-check --backend cuda ${KERNELS_ARGS:-} >"$LOGS/kernels.log" 2>&1
+        rc=$?
+        grep -E '^FAIL' "$LOGS/kernels.log" | head -n 20
+        note "kernels: rc $rc: $(tail -n 1 "$LOGS/kernels.log")" ;;
     quick)  # the CUDA-only oracle tests: every kernel version, tile, border
         python3 -m pytest tests/cli/test_oracle.py -q --backend cuda --gpufilter build/gpufilter \
             -k "${QUICK_K:-cuda_}" -n "$(nproc)" -p no:cacheprovider >"$LOGS/quick.log" 2>&1

@@ -398,6 +398,7 @@ int main(int argc, char **argv)
         return usage();
     rng_seed("conv2d-check");
     printf("conv2d-check: backend %s\n", backend);
+    fflush(stdout);  /* before any message on stderr */
     if (!ties_found_where_they_are()) {
         fprintf(stderr, "conv2d-check: the rounding-tie test is wrong\n");
         return 1;
