@@ -100,6 +100,10 @@ int gf_cuda_device_count(void);
 int gf_cuda_list_devices(FILE *out);
 
 /* The reference implementations, shared by the CPU backend and the tests. */
+/* The exact value of output value (x, y, c) before rounding: each matrix's
+ * sum over the taps (borders mapped) / scale + offset, combined. */
+double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int channels,
+                           const gf_mask *mask, gf_border border, int x, int y, int c);
 void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
                    int channels, int channels_filtered, const gf_mask *mask, gf_border border);
 void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,

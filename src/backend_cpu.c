@@ -11,9 +11,21 @@
 #include "cpu_conv.h"
 #include "util.h"
 
-/* Combine the matrix responses, round half to even, clamp to 0..255. */
-static unsigned char finish_value(const double *sums, const gf_mask *mask)
+double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int channels,
+                           const gf_mask *mask, gf_border border, int x, int y, int c)
 {
+    const int ax = mask->width / 2, ay = mask->height / 2;
+    double sums[GF_MASK_MAX_MATRICES] = {0};
+    for (int my = 0; my < mask->height; my++) {
+        int sy = gf_border_index(y + my - ay, height, border);
+        for (int mx = 0; mx < mask->width; mx++) {
+            int sx = gf_border_index(x + mx - ax, width, border);
+            double px = (sx < 0 || sy < 0) ? 0.0 : src[((size_t)sy * width + sx) * channels + c];
+            for (int k = 0; k < mask->count; k++)
+                sums[k] += px * mask->weights[k][my * mask->width + mx];
+        }
+    }
+    /* the matrix responses combined */
     double v = 0.0;
     for (int k = 0; k < mask->count; k++) {
         double r = sums[k] / mask->scale[k] + mask->offset[k];
@@ -24,16 +36,12 @@ static unsigned char finish_value(const double *sums, const gf_mask *mask)
         default: v += r; break;  /* NONE (one matrix) and SUM */
         }
     }
-    if (mask->combine == GF_COMBINE_MAGNITUDE)
-        v = sqrt(v);
-    v = nearbyint(v);  /* the default rounding mode: half to even */
-    return (unsigned char)(v > 0.0 ? (v < 255.0 ? v : 255.0) : 0.0);  /* a NaN gives 0 */
+    return mask->combine == GF_COMBINE_MAGNITUDE ? sqrt(v) : v;
 }
 
 void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
                    int channels, int channels_filtered, const gf_mask *mask, gf_border border)
 {
-    const int ax = mask->width / 2, ay = mask->height / 2;
     for (int y = 0; y < height; y++)
         for (int x = 0; x < width; x++)
             for (int c = 0; c < channels; c++) {
@@ -42,19 +50,10 @@ void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int 
                     dst[at] = src[at];
                     continue;
                 }
-                double sums[GF_MASK_MAX_MATRICES] = {0};
-                for (int my = 0; my < mask->height; my++) {
-                    int sy = gf_border_index(y + my - ay, height, border);
-                    for (int mx = 0; mx < mask->width; mx++) {
-                        int sx = gf_border_index(x + mx - ax, width, border);
-                        double px = (sx < 0 || sy < 0)
-                                        ? 0.0
-                                        : src[((size_t)sy * width + sx) * channels + c];
-                        for (int k = 0; k < mask->count; k++)
-                            sums[k] += px * mask->weights[k][my * mask->width + mx];
-                    }
-                }
-                dst[at] = finish_value(sums, mask);
+                /* rounded half to even (the default rounding mode), clamped */
+                double v = nearbyint(gf_conv2d_cpu_exact(src, width, height, channels, mask,
+                                                         border, x, y, c));
+                dst[at] = (unsigned char)(v > 0.0 ? (v < 255.0 ? v : 255.0) : 0.0);  /* NaN: 0 */
             }
 }
 

@@ -207,48 +207,39 @@ static int filter(gf_backend *backend, const gf_image *input, const gf_mask *mas
     return status;
 }
 
+/* The mask whose exact value is the size of mask's: sum |w p| / |scale| +
+ * |offset| + 1 over its matrices (gftest.float_ties's). */
+static void size_mask_of(const gf_mask *mask, gf_mask *size)
+{
+    *size = *mask;
+    size->combine = GF_COMBINE_SUM;
+    for (int k = 0; k < mask->count; k++) {
+        for (int i = 0; i < mask->width * mask->height; i++)
+            size->weights[k][i] = fabs(mask->weights[k][i]);
+        size->scale[k] = fabs(mask->scale[k]);
+        size->offset[k] = fabs(mask->offset[k]) + 1.0;
+    }
+}
+
 /* Whether the exact value of output value (x, y, ch) lies on a rounding
  * boundary, k + 1/2, to within the float error bound of its evaluation
  * (the CLI suite's gftest.rounding_ties and float_ties): there two correct
  * backends, one summing in float and one in double, may differ by one. */
-static int at_rounding_tie(const gf_image *in, const gf_mask *m, gf_border border, int x, int y,
-                           int ch)
+static int at_rounding_tie(const gf_image *in, const gf_mask *m, const gf_mask *size,
+                           gf_border border, int x, int y, int ch)
 {
-    double v[GF_MASK_MAX_MATRICES] = {0}, bound = 1e-6;
     const int taps = m->width * m->height;
-    for (int k = 0; k < m->count; k++) {
-        double sum = 0.0, size = 0.0;
-        for (int ty = 0; ty < m->height; ty++) {
-            const int sy = gf_border_index(y + ty - m->height / 2, in->height, border);
-            for (int tx = 0; tx < m->width; tx++) {
-                const int sx = gf_border_index(x + tx - m->width / 2, in->width, border);
-                const double p = sx < 0 || sy < 0 ? 0.0
-                    : in->pixels[((size_t)sy * in->width + sx) * in->channels + ch];
-                sum += m->weights[k][ty * m->width + tx] * p;
-                size += fabs(m->weights[k][ty * m->width + tx] * p);
-            }
-        }
-        v[k] = sum / m->scale[k] + m->offset[k];
-        bound += (taps + 8) * 0x1p-24 * (size / fabs(m->scale[k]) + fabs(m->offset[k]) + 1.0);
-    }
-    double value = v[0];
-    for (int k = 1; k < m->count; k++)
-        switch (m->combine) {
-        case GF_COMBINE_MAX: value = fmax(value, v[k]); break;
-        case GF_COMBINE_MIN: value = fmin(value, v[k]); break;
-        default: value += v[k]; break;
-        }
-    if (m->combine == GF_COMBINE_MAGNITUDE) {
-        value = 0.0;
-        for (int k = 0; k < m->count; k++)
-            value += v[k] * v[k];
-        value = sqrt(value);
-    }
+    const double value = gf_conv2d_cpu_exact(in->pixels, in->width, in->height, in->channels, m,
+                                             border, x, y, ch);
+    const double bound = (taps + 8) * 0x1p-24 *
+                             gf_conv2d_cpu_exact(in->pixels, in->width, in->height, in->channels,
+                                                 size, border, x, y, ch) +
+                         1e-6;
     return fabs(value - floor(value) - 0.5) < bound;
 }
 
 typedef struct {
-    const gf_mask *mask;
+    const gf_mask *mask, *size;  /* size: size_mask_of(mask) */
     int width, height, channels, filtered;
     gf_border border;
 } check_case;
@@ -273,7 +264,7 @@ static int compare(const check_case *c, const gf_image *input, const gf_image *g
             return *worst = d, 1;
         ++*differing;
         *worst = d > *worst ? d : *worst;
-        counted += !(d == 1 && at_rounding_tie(input, c->mask, c->border, x, y, ch));
+        counted += !(d == 1 && at_rounding_tie(input, c->mask, c->size, c->border, x, y, ch));
     }
     return *worst > 1 || counted > (long)(n / 1000);
 }
@@ -348,15 +339,16 @@ done:
 /* at_rounding_tie on values known to lie on k + 1/2 and beside it. */
 static int ties_found_where_they_are(void)
 {
-    gf_mask half;
+    static gf_mask half, size;
     gf_image *img = gf_image_new(2, 1, 1);
     if (!img || gf_mask_parse("2 1 2 0\n1 1\n", "half", &half) != 0)
         return 0;
+    size_mask_of(&half, &size);
     img->pixels[0] = 3;
     img->pixels[1] = 4;  /* the anchor is the right tap: x reads x - 1 and x */
-    const int found = !at_rounding_tie(img, &half, GF_BORDER_NEAREST, 0, 0, 0) &&  /* 3 */
-                      at_rounding_tie(img, &half, GF_BORDER_NEAREST, 1, 0, 0) &&   /* 3.5 */
-                      at_rounding_tie(img, &half, GF_BORDER_CONSTANT, 0, 0, 0);    /* 1.5 */
+    const int found = !at_rounding_tie(img, &half, &size, GF_BORDER_NEAREST, 0, 0, 0) &&  /* 3 */
+                      at_rounding_tie(img, &half, &size, GF_BORDER_NEAREST, 1, 0, 0) &&   /* 3.5 */
+                      at_rounding_tie(img, &half, &size, GF_BORDER_CONSTANT, 0, 0, 0);    /* 1.5 */
     gf_image_free(img);
     return found;
 }
@@ -410,23 +402,27 @@ int main(int argc, char **argv)
     variant plain = {.version = GF_CONV_AUTO};
     gf_backend *reference = open_backend("reference", &plain);
     for (int i = 0; i < count; i++)
-        if (!(variants[i].backend = open_backend(backend, &variants[i])) || !reference) {
-            fprintf(stderr, "conv2d-check: no %s backend: %s\n", backend, gf_error());
+        if (!reference || !(variants[i].backend = open_backend(backend, &variants[i]))) {
+            fprintf(stderr, "conv2d-check: no %s backend: %s\n", reference ? backend : "reference",
+                    gf_error());
             return 1;
         }
 
     static const int sizes[][2] = {{1, 1}, {1, 7}, {7, 1}, {2, 3}, {33, 9}, {257, 131}};
     static const int layouts[][2] = {{1, 1}, {2, 1}, {3, 3}, {4, 3}, {4, 4}};  /* channels, filtered */
     long failures = 0, cases = 0;
-    for (int m = 0; m < set.count; m++)
+    static gf_mask size;
+    for (int m = 0; m < set.count; m++) {
+        size_mask_of(&set.masks[m], &size);
         for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++)
             for (int b = 0; b < 5; b++)
                 for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-                    const check_case c = {&set.masks[m], sizes[s][0], sizes[s][1], layouts[l][0],
-                                          layouts[l][1], (gf_border)b};
+                    const check_case c = {&set.masks[m], &size, sizes[s][0], sizes[s][1],
+                                          layouts[l][0], layouts[l][1], (gf_border)b};
                     failures += run_case(variants, count, &c, reference, verbose);
                     cases++;
                 }
+    }
     print_table(variants, count);
     printf("conv2d-check: %d masks, %ld cases, %d variants each: %s (%ld failed runs)\n", set.count,
            cases, count, failures ? "FAILED" : "all within the rule", failures);
