@@ -5,9 +5,10 @@
  * same output means the same plans.
  *
  * The launches: versions 0-4, five channel layouts, three borders, eight
- * image sizes, 42 tiles and 61 masks (the built-ins, gradient pairs,
- * binomial and box masks 3x3 to 31x31, even and one-row masks, random
- * integer, fractional and separable ones). For each, every conv2d_* query's
+ * image sizes, 42 tiles and 75 masks (the built-ins as the tool loads
+ * them, variations of its gradient pairs and 3x3 masks, binomial and box
+ * masks 3x3 to 31x31, even and one-row masks, random integer, fractional
+ * and separable ones). For each, every conv2d_* query's
  * answer and, for versions 2-4, the full plan (variant, path, header and
  * weight bytes, block, grid, shared bytes); for each version, the tile the
  * tile rule picks. The device is plan_fake_device.c (an H100's limits), or
@@ -22,7 +23,9 @@
 
 #include "conv2d_planner.h"
 extern "C" {
+#include "builtin_masks.h"
 #include "cuda_backend.h"
+#include "mask.h"
 }
 
 extern "C" int plan_dump_queries_fail;
@@ -58,6 +61,31 @@ static mask make(const char *name, int w, int h, int k, int combine, std::vector
     return m;
 }
 
+/* A built-in mask (masks/), as the tool loads it; name must outlive it. */
+static mask builtin(const char *name)
+{
+    gf_mask g;
+    if (gf_mask_load(name, &g) != 0) {
+        fprintf(stderr, "plan-dump: %s\n", gf_error());
+        exit(1);
+    }
+    const int taps = g.width * g.height;
+    mask m{name, g.width, g.height, g.count, (int)g.combine, {}, {}, {}, {}, {}};
+    for (int k = 0; k < g.count; k++) {
+        for (int i = 0; i < taps; i++)
+            m.wts.push_back((float)g.weights[k][i]);
+        m.scale[k] = (float)g.scale[k];
+        m.offset[k] = (float)g.offset[k];
+    }
+    if (g.separable && g.count == 1) {
+        for (int i = 0; i < g.width; i++)
+            m.row.push_back((float)g.row[i]);
+        for (int i = 0; i < g.height; i++)
+            m.col.push_back((float)g.column[i]);
+    }
+    return m;
+}
+
 static std::vector<float> outer(const std::vector<float> &c, const std::vector<float> &r)
 {
     std::vector<float> v;
@@ -77,6 +105,26 @@ static std::vector<float> binomial(int n)
     return v;
 }
 
+/* The masks less any that repeats an earlier one (the binomial and box
+ * series hold built-ins again under other names). */
+static std::vector<mask> without_repeats(const std::vector<mask> &all)
+{
+    auto same = [](const mask &a, const mask &b) {
+        return a.w == b.w && a.h == b.h && a.k == b.k && a.combine == b.combine && a.wts == b.wts &&
+               a.row == b.row && a.col == b.col && memcmp(a.scale, b.scale, sizeof a.scale) == 0 &&
+               memcmp(a.offset, b.offset, sizeof a.offset) == 0;
+    };
+    std::vector<mask> kept;
+    for (const mask &m : all) {
+        bool repeat = false;
+        for (const mask &k : kept)
+            repeat = repeat || same(k, m);
+        if (!repeat)
+            kept.push_back(m);
+    }
+    return kept;
+}
+
 static std::vector<mask> masks()
 {
     std::vector<mask> m;
@@ -84,16 +132,15 @@ static std::vector<mask> masks()
     std::vector<float> sx = {-1, 0, 1, -2, 0, 2, -1, 0, 1}, sy = {-1, -2, -1, 0, 0, 0, 1, 2, 1};
     std::vector<float> px = {-1, 0, 1, -1, 0, 1, -1, 0, 1}, py = {-1, -1, -1, 0, 0, 0, 1, 1, 1};
     std::vector<float> cx = {-3, 0, 3, -10, 0, 10, -3, 0, 3}, cy = {-3, -10, -3, 0, 0, 0, 3, 10, 3};
-    m.push_back(make("sobel", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(sx, sy), 1));
-    m.push_back(make("prewitt", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(px, py), 1));
-    m.push_back(make("scharr", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(cx, cy), 16));
+    for (int i = 0; i < gf_builtin_mask_count; i++)
+        m.push_back(builtin(gf_builtin_masks[i].name));
+    /* variations on them that no built-in is */
+    m.push_back(make("prewitt-unscaled", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(px, py), 1));
+    m.push_back(make("scharr-16", 3, 3, 2, GF_COMBINE_MAGNITUDE, cat(cx, cy), 16));
     m.push_back(make("sobel-max", 3, 3, 2, GF_COMBINE_MAX, cat(sx, sy), 1));
-    m.push_back(make("sobel-x", 3, 3, 1, GF_COMBINE_NONE, sx, 1));
+    m.push_back(make("sobel-x-unscaled", 3, 3, 1, GF_COMBINE_NONE, sx, 1));
     m.push_back(make("sobel-x-abs", 3, 3, 1, GF_COMBINE_MAGNITUDE, sx, 1));
-    m.push_back(make("laplacian", 3, 3, 1, GF_COMBINE_NONE, {0, 1, 0, 1, -4, 1, 0, 1, 0}, 1));
-    m.push_back(make("sharpen", 3, 3, 1, GF_COMBINE_NONE, {0, -1, 0, -1, 5, -1, 0, -1, 0}, 1));
-    m.push_back(make("emboss", 3, 3, 1, GF_COMBINE_NONE, {-2, -1, 0, -1, 1, 1, 0, 1, 2}, 1, 128));
-    m.push_back(make("identity", 3, 3, 1, GF_COMBINE_NONE, {0, 0, 0, 0, 1, 0, 0, 0, 0}, 1));
+    m.push_back(make("identity3", 3, 3, 1, GF_COMBINE_NONE, {0, 0, 0, 0, 1, 0, 0, 0, 0}, 1));
     m.push_back(make("big16", 3, 3, 1, GF_COMBINE_NONE, {300, -1, 0, -1, 1, 1, 0, 1, -300}, 1));
     m.push_back(make("frac3", 3, 3, 1, GF_COMBINE_NONE, {0.1f, 0.2f, 0.1f, 0.2f, 0.3f, 0.2f, 0.1f, 0.2f, 0.1f}, 1));
     for (int n = 3; n <= 31; n += 2) {
@@ -113,11 +160,6 @@ static std::vector<mask> masks()
     m.push_back(make("box8-pow2", 8, 8, 1, GF_COMBINE_NONE, std::vector<float>(64, 1.0f), 64));
     m.push_back(make("row1x9", 9, 1, 1, GF_COMBINE_NONE, std::vector<float>(9, 1.0f), 9));
     m.push_back(make("col9x1", 1, 9, 1, GF_COMBINE_NONE, std::vector<float>(9, 1.0f), 9));
-    {
-        std::vector<float> v(81, 0.0f);
-        for (int i = 0; i < 9; i++) v[i * 9 + i] = 1;
-        m.push_back(make("motion9", 9, 9, 1, GF_COMBINE_NONE, v, 9));
-    }
     unsigned seed = 12345;
     auto rnd = [&]() { seed = seed * 1103515245u + 12345u; return (int)((seed >> 16) % 11) - 5; };
     for (int n : {3, 5, 7, 15, 31}) {
@@ -138,7 +180,7 @@ static std::vector<mask> masks()
         m.push_back(make(names[used++], n, n, 1, GF_COMBINE_NONE, outer(c, r), 1024));
         m.back().row = r, m.back().col = c;
     }
-    return m;
+    return without_repeats(m);
 }
 
 /* A launch of mask m at one layout, border, image size and tile; the
