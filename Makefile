@@ -3,7 +3,7 @@
 #   make            build build/gpufilter (needs gcc, nvcc, libstb-dev)
 #   make demo       build, then filter the samples into out/
 #   make test       unit tests, then the CLI suite on every backend usable here
-#   make test-gpu   the CLI suite with --backend cuda; fails without a usable GPU
+#   make test-gpu   conv2d-check and the CLI suite on CUDA; fails without a usable GPU
 #   make test-kernels  every conv2d version and tile against the reference, one process
 #   make test SANITIZE=1   the same tests on a build with ASan and UBSan (build-sanitize/)
 #   make deps       install the Debian and Python packages the build and tests need
@@ -13,7 +13,7 @@
 #
 # Variables: CUDA_HOME (default: the folder above nvcc's), NVCC_ARCH (GPU
 # code), STB_CFLAGS (where stb_image.h is), PREFIX, PYTEST_ARGS, CLI_TESTS (the
-# test files or folders test-gpu runs).
+# test files or folders test-gpu runs), GRID (test-gpu's: reduced or full).
 
 PREFIX      ?= /usr/local
 SANITIZE    ?= 0
@@ -37,6 +37,7 @@ STB_CFLAGS  ?= $(shell pkg-config --cflags stb 2>/dev/null || echo -I/usr/includ
 PYTHON      ?= $$(cat $(BUILD)/python)
 PYTEST_ARGS ?=
 CLI_TESTS   ?= tests/cli
+GRID        ?= reduced
 
 # What the build needs, installed here when missing (tools/deps.sh says
 # what it installs, or which packages to install), before the optional
@@ -219,9 +220,13 @@ test-kernels: $(BUILD)/conv2d-check $(BUILD)/gpufilter
 	else echo "test-kernels: no usable GPU here: the fast CPU path instead"; \
 	  $(BUILD)/conv2d-check --backend cpu; fi
 
-test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold check-python
+# On a GPU machine: every conv2d version and tile in one process, then the
+# CLI suite on the CUDA backend over its covering grid (GRID=full: every case;
+# each case starts the binary, so that takes ~30 minutes).
+test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold $(BUILD)/conv2d-check check-python
 	@$(BUILD)/gpufilter --list-devices || { echo "test-gpu: no usable GPU"; exit 1; }
-	$(PYTHON) -m pytest $(CLI_TESTS) -q --backend cuda --gpufilter $(BUILD)/gpufilter \
+	$(BUILD)/conv2d-check --backend cuda
+	$(PYTHON) -m pytest $(CLI_TESTS) -q --backend cuda --grid $(GRID) --gpufilter $(BUILD)/gpufilter \
 	  $$($(PYTHON) -c "import xdist" 2>/dev/null && echo --dist loadgroup) $(PYTEST_ARGS)
 
 # ---- install --------------------------------------------------------------------

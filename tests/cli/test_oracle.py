@@ -558,7 +558,7 @@ def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, 
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
 @pytest.mark.parametrize("tile,kernel", TILE_KERNELS, ids=[f"{t}-{k}" for t, k in TILE_KERNELS])
@@ -574,7 +574,7 @@ def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
 @pytest.mark.parametrize("tile,kernel", SMALL_TILE_KERNELS,
@@ -591,6 +591,7 @@ def test_cuda_tiles_small_images(gf, rng, tmp_path, tile, kernel, size, border):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("tile", ["32x8", "16x16", "auto"])
@@ -645,6 +646,7 @@ DIRECT_WIDTHS = [203, 208]
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(5)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("size", [3, 5, 7])
@@ -694,6 +696,7 @@ DIRECT_SEPARABLE = {
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
@@ -806,6 +809,7 @@ def check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border,
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(11)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", RUNNING_SIZES)
@@ -822,6 +826,7 @@ def test_cuda_direct_running_box(gf, rng, tmp_path, layout, size, border, width)
 # may have), so the other paths run them: gray to 15x15 on the column of
 # ones, RGBA on the running sums to 31x31
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", ["nearest", "reflect"])
 @pytest.mark.parametrize("layout, size", [(layout, size) for layout in ["gray", "rgba", "rgba-filter-alpha"]
                                           for size in RUNNING_SIZES if layout != "gray" or size <= 15])
@@ -834,6 +839,7 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
 # gray box masks from GRAY_MMA_BOX on with a tile the tensor cores cannot
 # run (512 pixels wide: over their 256 bytes), so the prefix sums run them
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [size for size in RUNNING_SIZES if size >= GRAY_MMA_BOX])
@@ -913,6 +919,7 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", MMA_SIZES)
@@ -1047,6 +1054,7 @@ def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(2)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("name", STREAM_MASKS)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
@@ -1239,6 +1247,7 @@ def direct_15_mask(rng, tmp_path, kind):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(5)
 @pytest.mark.parametrize("width", [211, 212])  # gray rows unaligned, aligned (RGBA: both aligned)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "reflect", "constant"])

@@ -7,8 +7,9 @@
  * (integer weights of -128..127, integer columns times byte rows, boxes of
  * ones, byte columns times byte rows for the tensor cores, float weights,
  * even and one-sided shapes, gradient pairs), each on 1x1, 1x7, 7x1, 2x3,
- * 33x9 and 257x131 images of every channel layout (alpha passed through or
- * filtered) and every border mode. With --backend cuda (the GPU machine)
+ * 33x9, 257x131 and 208x45 images (rows of 16-byte multiples: the paths
+ * that copy rows with cp.async) of every channel layout (alpha passed
+ * through or filtered) and every border mode. With --backend cuda (the GPU machine)
  * each case runs on every version of the conv2d ladder with the automatic
  * tile and a set of fixed tiles, one CUDA context for all of them; a version
  * that refuses a tile or mask (a usage error) is counted, not failed. With
@@ -408,7 +409,7 @@ int main(int argc, char **argv)
             return 1;
         }
 
-    static const int sizes[][2] = {{1, 1}, {1, 7}, {7, 1}, {2, 3}, {33, 9}, {257, 131}};
+    static const int sizes[][2] = {{1, 1}, {1, 7}, {7, 1}, {2, 3}, {33, 9}, {257, 131}, {208, 45}};
     static const int layouts[][2] = {{1, 1}, {2, 1}, {3, 3}, {4, 3}, {4, 4}};  /* channels, filtered */
     long failures = 0, cases = 0;
     static gf_mask size;
