@@ -133,7 +133,7 @@ def cuda_group(gf, request, mask, border):
     return _groups[key]
 
 
-@pytest.mark.reduce(5)  # 5 is prime to 6 sizes and 4 channel counts: a covering subset
+@pytest.mark.reduce(11)  # 11 is prime to 6 sizes and 4 channel counts: a covering subset
 @pytest.mark.parametrize("mask,border,channels,size", GRID)
 def test_builtin_mask(gf, backend, request, rng, tmp_path, check_cuda_matches_cpu, mask, border,
                       channels, size):
@@ -558,7 +558,7 @@ def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, 
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(7)
+@pytest.mark.reduce(17)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
 @pytest.mark.parametrize("tile,kernel", TILE_KERNELS, ids=[f"{t}-{k}" for t, k in TILE_KERNELS])
@@ -574,7 +574,7 @@ def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(7)
+@pytest.mark.reduce(11)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
 @pytest.mark.parametrize("tile,kernel", SMALL_TILE_KERNELS,
@@ -646,7 +646,7 @@ DIRECT_WIDTHS = [203, 208]
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(5)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("size", [3, 5, 7])
@@ -696,7 +696,7 @@ DIRECT_SEPARABLE = {
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(7)
+@pytest.mark.reduce(13)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
@@ -862,6 +862,7 @@ WALK_WIDTHS = {"gray": 1504, "rgba": 400, "rgba-filter-alpha": 400}
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("tile", ["auto", "two-warps"])
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("layout, size", [("gray", 9), ("gray", 31), ("rgba", 15), ("rgba", 31),
@@ -919,7 +920,7 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(9)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", MMA_SIZES)
@@ -934,6 +935,7 @@ def test_cuda_direct_mma(gf, rng, tmp_path, layout, scaling, size, border, width
 # of 32 pixels or more (the automatic 64x64 among them); 31x31 runs above,
 # 27x27 and 29x29 here, alpha copied and filtered
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [27, 29])
@@ -1054,7 +1056,7 @@ def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(2)
+@pytest.mark.reduce(4)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("name", STREAM_MASKS)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
@@ -1318,6 +1320,7 @@ def direct_strip_mask(tmp_path, name):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("channels", [1, 4])
 @pytest.mark.parametrize("name", DIRECT_STRIP_MASKS)
