@@ -332,102 +332,110 @@ __device__ __forceinline__ void conv2d_mma_row_pass_planar(const unsigned (&arow
     }
 }
 
-/* The body: H a header with src, dst, width, height, border, tw, th;
- * word(i), i < 16, the weights' words: the row's M bytes, then from byte 32
- * the column's; finish... the finishers, of which the pick-th (from 0) maps
- * t, the float 2^23 + 2^22 + S of the exact sum S, to a word whose low byte
- * is the output byte (several, so that the scaling mode is chosen once a
- * tile, not once an output). */
-template <int C, int CF, int M, class H, class Word, class... Finish>
-__device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick, Finish... finish)
-{
-    static_assert(C == 1 || C == 4, "gray or RGBA");
-    constexpr int kLog2C = C == 4 ? 2 : 0;
+/* A block's tile in shared memory and its walk over the tiles, computed
+ * once a block (lay_out before the weights' fragments, walk after): what
+ * the phases of conv2d_mma_body read. */
+template <int C, int M> struct conv2d_mma_block {
     using S = conv2d_mma_shape<C, M>;
-    extern __shared__ __align__(16) unsigned char conv2d_mma_smem[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    const int g = lane >> 2, q = lane & 3;
-    const int TWB = h.tw * C, TH = h.th;
-    const int rows = conv2d_mma_rows(M, TH);  /* row-pass rows: pairs of n-tiles */
-    const int IP = conv2d_mma_pitch(TWB - 16 + 32 * S::NCH_ROW);
-    const int MP = conv2d_mma_mid_pitch(M, TH);
-    const int OP = conv2d_mma_pitch(TWB);
-    /* rows x IP input bytes, the outputs (TH x OP) staged over them */
-    unsigned char *const in = conv2d_mma_smem + 64;
-    /* the row sums' low bytes, then their high bytes: TWB rows of MP bytes
+    static constexpr int kLog2C = C == 4 ? 2 : 0;
+    int lane, warp, warps, g, q;
+    int TWB, TH, rows, IP, MP, OP;
+    /* rows x IP input bytes (the outputs, TH x OP, staged over them); then
+     * the row sums' low bytes and their high bytes: TWB rows of MP bytes
      * each, a row an output byte, in its order or (planar) by channel */
-    unsigned char *const mid = in + rows * IP;
-    const bool planar = conv2d_mma_planar(C, M) && TWB >= 128;
-    const int CHS = h.tw * MP + kMmaPlanarSkew;  /* planar: a channel's rows */
-    const int PLANE = planar ? 4 * CHS : TWB * MP;
-    auto mid_row = [&](int b) { return planar ? (b & (C - 1)) * CHS + (b >> kLog2C) * MP : b * MP; };
-    const unsigned mid_s = (unsigned)__cvta_generic_to_shared(mid);
-    const unsigned in_s = (unsigned)__cvta_generic_to_shared(in);
+    unsigned char *in, *mid;
+    bool planar;
+    int CHS, PLANE;  /* planar: a channel's rows; a plane's bytes */
+    unsigned mid_s, in_s;
+    long long row_bytes;
+    int tiles_x, tiles_y, in_rows;
+    gf_border border;
+    int chunks, prstep, pr0, pc;  /* the copies' 16-byte pieces (fetch) */
+    int mtiles, mshift, np0, npstep;
+    bool outs_in_mid;
+    int perm0, pdn;
+    unsigned sel_lo;
+    bool aligned, vec_out;
+    int step_y, step_x;
 
-    /* the weights' bytes, for the lanes' Toeplitz fragments */
-    if (threadIdx.x < 16)
-        reinterpret_cast<unsigned *>(conv2d_mma_smem)[threadIdx.x] = word(threadIdx.x);
-    __syncthreads();
-    const unsigned char *const w = conv2d_mma_smem;
-
-    /* planar: arow[2 mp + c] the fragment of m-tile mp, chunk c */
-    unsigned arow[S::NCH_ROW][4], acol[S::NCH_COL][4];
-    if constexpr (conv2d_mma_planar(C, M)) {
-        static_assert(S::NCH_ROW >= 4 && S::RC + S::S == 64, "a window of 16 pixels each side");
-        if (planar) {
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                conv2d_mma_toeplitz_planar<M>(arow[c], w, c >> 1, c & 1, lane);
-        }
+    __device__ __forceinline__ int mid_row(int b) const
+    {
+        return planar ? (b & (C - 1)) * CHS + (b >> kLog2C) * MP : b * MP;
     }
-    if (!planar) {
-#pragma unroll
-        for (int c = 0; c < S::NCH_ROW; c++)
-            conv2d_mma_toeplitz<C, M>(arow[c], w, c, S::S, lane);
+
+    template <class H> __device__ __forceinline__ void lay_out(const H &h, unsigned char *smem)
+    {
+        lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+        g = lane >> 2, q = lane & 3;
+        TWB = h.tw * C, TH = h.th;
+        rows = conv2d_mma_rows(M, TH);  /* row-pass rows: pairs of n-tiles */
+        IP = conv2d_mma_pitch(TWB - 16 + 32 * S::NCH_ROW);
+        MP = conv2d_mma_mid_pitch(M, TH);
+        OP = conv2d_mma_pitch(TWB);
+        in = smem + 64;
+        mid = in + rows * IP;
+        planar = conv2d_mma_planar(C, M) && TWB >= 128;
+        CHS = h.tw * MP + kMmaPlanarSkew;
+        PLANE = planar ? 4 * CHS : TWB * MP;
+        mid_s = (unsigned)__cvta_generic_to_shared(mid);
+        in_s = (unsigned)__cvta_generic_to_shared(in);
     }
-#pragma unroll
-    for (int c = 0; c < S::NCH_COL; c++)
-        conv2d_mma_toeplitz<1, M>(acol[c], w + 32, c, 0, lane);
 
-    const long long row_bytes = (long long)h.width * C;
-    const int tiles_x = (h.width + h.tw - 1) / h.tw, tiles_y = (h.height + TH - 1) / TH;
-    const gf_border border = (gf_border)h.border;
-    const int in_rows = TH + 2 * S::R;
-    /* 16-byte pieces of a row the taps reach (2 to 25): thread pr0 chunks +
-     * pc copies piece pc of rows pr0, + prstep, ... (the last blockDim.x mod
-     * chunks threads none: pc -1) */
-    const int chunks = (S::S + TWB + 2 * S::RC + 15) / 16;
-    const int prstep = (int)blockDim.x / chunks, pr0 = (int)threadIdx.x / chunks;
-    const int pc = pr0 < prstep ? (int)threadIdx.x - pr0 * chunks : -1;
-    const int mtiles = TWB / 16, mshift = __ffs(mtiles) - 1;  /* TWB: a power of two */
-    /* a warp's first pair of n-tiles (row pass) or row tile (column pass),
-     * and its step: warps / mtiles of them run side by side */
-    const int np0 = warp >> mshift, npstep = max(1, warps >> mshift);
-    /* The planar pass's tiles (128 bytes or more: a warp alone on each of
-     * its byte columns) put the outputs into the row sums' low plane behind
-     * the column pass (the 16 columns of row tile rt, of the warp's own
-     * rows, which no later row tile reads), not over the input rows: the
-     * next tile's copies then start as soon as the row pass is done, beside
-     * the column pass and the stores. Output row r of byte column c sits in
-     * its row r ^ c (mod 16), so that both the column pass's stores and the
-     * block's 16-byte reads fall on distinct banks. */
-    const bool outs_in_mid = planar && npstep == 1;
-    /* the row pass's n-tile n, column j, is row 4 (j >> 1) + (j & 1) +
-     * 2 (n ^ (j >> 2)) of its 16: a lane's sums of the two n-tiles are then
-     * of 4 consecutive rows, one stmatrix word, and each ldmatrix's 8 rows
-     * still fall on distinct banks; pdn: n-tile 1's row minus n-tile 0's */
-    const int perm0 = 4 * ((lane & 7) >> 1) + (lane & 1) + 2 * ((lane & 7) >> 2);
-    const int pdn = (lane & 7) < 4 ? 2 : -2;
-    const unsigned sel_lo = q < 2 ? 0x5410u : 0x1054u;  /* the words' byte order */
-    const bool aligned = ((uintptr_t)h.src % 16 == 0) && row_bytes % 16 == 0;
-    const bool vec_out = ((uintptr_t)h.dst % 16 == 0) && row_bytes % 16 == 0;
+    template <class H> __device__ __forceinline__ void walk(const H &h)
+    {
+        row_bytes = (long long)h.width * C;
+        tiles_x = (h.width + h.tw - 1) / h.tw, tiles_y = (h.height + TH - 1) / TH;
+        border = (gf_border)h.border;
+        in_rows = TH + 2 * S::R;
+        /* 16-byte pieces of a row the taps reach (2 to 25): thread pr0
+         * chunks + pc copies piece pc of rows pr0, + prstep, ... (the last
+         * blockDim.x mod chunks threads none: pc -1) */
+        chunks = (S::S + TWB + 2 * S::RC + 15) / 16;
+        prstep = (int)blockDim.x / chunks, pr0 = (int)threadIdx.x / chunks;
+        pc = pr0 < prstep ? (int)threadIdx.x - pr0 * chunks : -1;
+        mtiles = TWB / 16, mshift = __ffs(mtiles) - 1;  /* TWB: a power of two */
+        /* a warp's first pair of n-tiles (row pass) or row tile (column
+         * pass), and its step: warps / mtiles of them run side by side */
+        np0 = warp >> mshift, npstep = max(1, warps >> mshift);
+        /* The planar pass's tiles (128 bytes or more: a warp alone on each
+         * of its byte columns) put the outputs into the row sums' low plane
+         * behind the column pass (the 16 columns of row tile rt, of the
+         * warp's own rows, which no later row tile reads), not over the
+         * input rows: the next tile's copies then start as soon as the row
+         * pass is done, beside the column pass and the stores. Output row r
+         * of byte column c sits in its row r ^ c (mod 16), so that both the
+         * column pass's stores and the block's 16-byte reads fall on
+         * distinct banks. */
+        outs_in_mid = planar && npstep == 1;
+        /* the row pass's n-tile n, column j, is row 4 (j >> 1) + (j & 1) +
+         * 2 (n ^ (j >> 2)) of its 16: a lane's sums of the two n-tiles are
+         * then of 4 consecutive rows, one stmatrix word, and each
+         * ldmatrix's 8 rows still fall on distinct banks; pdn: n-tile 1's
+         * row minus n-tile 0's */
+        perm0 = 4 * ((lane & 7) >> 1) + (lane & 1) + 2 * ((lane & 7) >> 2);
+        pdn = (lane & 7) < 4 ? 2 : -2;
+        sel_lo = q < 2 ? 0x5410u : 0x1054u;  /* the words' byte order */
+        aligned = ((uintptr_t)h.src % 16 == 0) && row_bytes % 16 == 0;
+        vec_out = ((uintptr_t)h.dst % 16 == 0) && row_bytes % 16 == 0;
+        /* tiles blockIdx.x, + gridDim.x, ... in rows of tiles_x */
+        step_y = gridDim.x / tiles_x, step_x = gridDim.x - step_y * tiles_x;
+    }
 
-    /* tile (tx, ty)'s input rows y0 - R .. y0 + TH + R - 1 from byte a0 into
-     * shared memory: the 16-byte pieces inside the row (of an aligned image),
-     * c_lo <= c < c_hi, copied with cp.async; the others (the edge tiles'
-     * pieces past either end, or all of an unaligned image) gathered byte
-     * by byte through the border, a thread a byte */
-    auto fetch = [&](int tx, int ty) {
+    /* the next tile, stepped without a division */
+    __device__ __forceinline__ void advance(int &x, int &y) const
+    {
+        x += step_x, y += step_y;
+        if (x >= tiles_x)
+            x -= tiles_x, y++;
+    }
+
+    /* tile (tx, ty)'s input rows y0 - R .. y0 + TH + R - 1 from byte a0
+     * into shared memory: the 16-byte pieces inside the row (of an aligned
+     * image), c_lo <= c < c_hi, copied with cp.async; the others (the edge
+     * tiles' pieces past either end, or all of an unaligned image) gathered
+     * byte by byte through the border, a thread a byte */
+    template <class H> __device__ __forceinline__ void fetch(const H &h, int tx, int ty) const
+    {
         const long long a0 = (long long)tx * TWB - S::RC - S::S;
         const int y0 = ty * TH;
         int c_lo = 0, c_hi = 0;
@@ -466,35 +474,15 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                     yi < 0 || xi < 0 ? 0 : h.src[(long long)yi * row_bytes + (long long)xi * C + (int)(x & (C - 1))];
             }
         }
-    };
+    }
 
-    /* tiles blockIdx.x, + gridDim.x, ... in rows of tiles_x, stepped without
-     * a division */
-    const int step_y = gridDim.x / tiles_x, step_x = gridDim.x - step_y * tiles_x;
-    auto advance = [&](int &x, int &y) {
-        x += step_x, y += step_y;
-        if (x >= tiles_x)
-            x -= tiles_x, y++;
-    };
-    int tx = blockIdx.x % tiles_x, ty = blockIdx.x / tiles_x;
-    if (ty < tiles_y)
-        fetch(tx, ty);
-    for (; ty < tiles_y; advance(tx, ty)) {
-        const long long x0b = (long long)tx * TWB;
-        const int y0 = ty * TH;
-        conv2d_copy_wait<0>();
-        __syncthreads();  /* the tile's input is in */
-
-        /* row pass: m-tile mt (16 output bytes) of two n-tiles (8 rows
-         * each), two independent chains of products. A warp keeps its
-         * m-tiles (mt = warp mod mtiles, + warps while below mtiles) and
-         * walks the pairs of n-tiles np = warp / mtiles, + npstep: the
-         * addresses step by a constant. */
-        if constexpr (conv2d_mma_planar(C, M)) {
-            if (planar)
-                conv2d_mma_row_pass_planar(arow, in_s, IP, mid_s, MP, CHS, PLANE, rows / 16, TWB, warp, warps,
-                                           perm0, pdn, sel_lo);
-        }
+    /* row pass, interleaved (not planar): m-tile mt (16 output bytes) of
+     * two n-tiles (8 rows each), two independent chains of products. A warp
+     * keeps its m-tiles (mt = warp mod mtiles, + warps while below mtiles)
+     * and walks the pairs of n-tiles np = warp / mtiles, + npstep: the
+     * addresses step by a constant. */
+    __device__ __forceinline__ void row_pass(const unsigned (&arow)[S::NCH_ROW][4]) const
+    {
         for (int mt = warp & (mtiles - 1); mt < mtiles && !planar; mt += warps) {
             unsigned base = in_s + (np0 * 16 + perm0) * IP + mt * 16 + 16 * (lane >> 3);
             unsigned st = mid_s + (mt * 16 + (lane & 15)) * MP + (lane >> 4) * PLANE + np0 * 16;
@@ -525,81 +513,77 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                 conv2d_mma_store_sums(acc[0], acc[1], sel_lo, st, own, MP, PLANE);
             }
         }
-        __syncthreads();
-        if (outs_in_mid) {  /* the input rows are free: the next tile's copies */
-            int nx = tx, ny = ty;
-            advance(nx, ny);
-            if (ny < tiles_y)
-                fetch(nx, ny);
-        }
+    }
 
-        /* column pass: m-tile (16 output rows) of two n-tiles (8 output
-         * bytes each); a warp keeps its byte columns cp and walks the row
-         * tiles rt, as the row pass */
-        auto column_pass = [&](auto finish) {
-            const int ncol = mid_row(8) - mid_row(0);  /* n-tile 1's rows: 8 output bytes on */
-            for (int cp = warp & (mtiles - 1); cp < mtiles; cp += warps) {
-                /* lanes 8j..8j+7 address matrix j's rows (output byte
-                 * columns): j = 0, 1 the low bytes of rows k 0-15, 16-31,
-                 * j = 2, 3 the high */
-                unsigned col = mid_s + mid_row(cp * 16 + (lane & 7)) + np0 * 16 + 16 * ((lane >> 3) & 1) +
-                               (lane >> 4) * PLANE;
-                const int x = (g ^ cp) & 15;  /* outs_in_mid: row g's place */
-                unsigned char *at = outs_in_mid ? mid + mid_row(cp * 16 + x) + 2 * q
-                                                : in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
-                const int at_row8 = outs_in_mid ? (x & 8 ? -ncol : ncol) : 8 * OP;
-                const int at_step = outs_in_mid ? 16 : npstep * 16 * OP;
-                for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += at_step) {
-                    /* lo starts at the bits of the float 2^23 + 2^22: lo +
-                     * 256 hi are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
-                    int lo[2][4], hi[2][4] = {};
+    /* column pass: m-tile (16 output rows) of two n-tiles (8 output bytes
+     * each); a warp keeps its byte columns cp and walks the row tiles rt,
+     * as the row pass; finish maps each biased sum to its output byte */
+    template <class Finish>
+    __device__ __forceinline__ void column_pass(const unsigned (&acol)[S::NCH_COL][4], Finish finish) const
+    {
+        const int ncol = mid_row(8) - mid_row(0);  /* n-tile 1's rows: 8 output bytes on */
+        for (int cp = warp & (mtiles - 1); cp < mtiles; cp += warps) {
+            /* lanes 8j..8j+7 address matrix j's rows (output byte columns):
+             * j = 0, 1 the low bytes of rows k 0-15, 16-31, j = 2, 3 the
+             * high */
+            unsigned col = mid_s + mid_row(cp * 16 + (lane & 7)) + np0 * 16 + 16 * ((lane >> 3) & 1) +
+                           (lane >> 4) * PLANE;
+            const int x = (g ^ cp) & 15;  /* outs_in_mid: row g's place */
+            unsigned char *at = outs_in_mid ? mid + mid_row(cp * 16 + x) + 2 * q
+                                            : in + (np0 * 16 + g) * OP + cp * 16 + 2 * q;
+            const int at_row8 = outs_in_mid ? (x & 8 ? -ncol : ncol) : 8 * OP;
+            const int at_step = outs_in_mid ? 16 : npstep * 16 * OP;
+            for (int rt = np0; rt < TH / 16; rt += npstep, col += npstep * 16, at += at_step) {
+                /* lo starts at the bits of the float 2^23 + 2^22: lo + 256
+                 * hi are then the bits of 2^23 + 2^22 + S (|S| < 2^22) */
+                int lo[2][4], hi[2][4] = {};
 #pragma unroll
-                    for (int n = 0; n < 2; n++)
+                for (int n = 0; n < 2; n++)
 #pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            lo[n][i] = kMmaBias;
-                    unsigned bf[2][S::NCH_COL][4];
+                    for (int i = 0; i < 4; i++)
+                        lo[n][i] = kMmaBias;
+                unsigned bf[2][S::NCH_COL][4];
 #pragma unroll
-                    for (int n = 0; n < 2; n++)
-#pragma unroll
-                        for (int c = 0; c < S::NCH_COL; c++)
-                            conv2d_ldmatrix<4>(bf[n][c], col + n * ncol + 32 * c);
-                    /* outs_in_mid: the stores below go over row sums that these
-                     * loads read for other lanes, and n = 0's outputs do not
-                     * depend on n = 1's loads: the sync puts the stores after
-                     * every load, for the compiler too (the ldmatrix asm names
-                     * no memory; racecheck reported the hazard). Tested at
-                     * compile time: behind outs_in_mid the kernels took 128
-                     * registers and spilled (110 and none so) */
-                    if constexpr (conv2d_mma_planar(C, M))
-                        __syncwarp();
+                for (int n = 0; n < 2; n++)
 #pragma unroll
                     for (int c = 0; c < S::NCH_COL; c++)
+                        conv2d_ldmatrix<4>(bf[n][c], col + n * ncol + 32 * c);
+                /* outs_in_mid: the stores below go over row sums that these
+                 * loads read for other lanes, and n = 0's outputs do not
+                 * depend on n = 1's loads: the sync puts the stores after
+                 * every load, for the compiler too (the ldmatrix asm names
+                 * no memory; racecheck reported the hazard). Tested at
+                 * compile time: behind outs_in_mid the kernels took 128
+                 * registers and spilled (110 and none so) */
+                if constexpr (conv2d_mma_planar(C, M))
+                    __syncwarp();
 #pragma unroll
-                        for (int n = 0; n < 2; n++) {
-                            conv2d_mma_u8(lo[n], acol[c], bf[n][c][0], bf[n][c][1]);
-                            conv2d_mma_u8(hi[n], acol[c], bf[n][c][2], bf[n][c][3]);
-                        }
+                for (int c = 0; c < S::NCH_COL; c++)
 #pragma unroll
                     for (int n = 0; n < 2; n++) {
-                        unsigned o[4];  /* output bytes in their low 8 bits */
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
-                        *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
-                        *reinterpret_cast<unsigned short *>(at + 8 * n + at_row8) =
-                            (unsigned short)__byte_perm(o[2], o[3], 0x0040);
+                        conv2d_mma_u8(lo[n], acol[c], bf[n][c][0], bf[n][c][1]);
+                        conv2d_mma_u8(hi[n], acol[c], bf[n][c][2], bf[n][c][3]);
                     }
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+                    unsigned o[4];  /* output bytes in their low 8 bits */
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        o[i] = finish(__int_as_float(lo[n][i] + (hi[n][i] << 8)));
+                    *reinterpret_cast<unsigned short *>(at + 8 * n) = (unsigned short)__byte_perm(o[0], o[1], 0x0040);
+                    *reinterpret_cast<unsigned short *>(at + 8 * n + at_row8) =
+                        (unsigned short)__byte_perm(o[2], o[3], 0x0040);
                 }
             }
-        };
-        /* the finisher chosen once a tile, not once an output */
-        int f = 0;
-        ((pick == f++ ? column_pass(finish) : void()), ...);
-        __syncthreads();
+        }
+    }
 
-        /* the outputs: whole 16-byte pieces where the tile is inside the row;
-         * output row r's 16-byte piece c at outs + out_at(r, c) */
+    /* the outputs of the tile from byte x0b of row y0: whole 16-byte pieces
+     * where the tile is inside the row; output row r's 16-byte piece c at
+     * outs + out_at(r, c); alpha copied from the source where only the
+     * first CF channels are filtered */
+    template <int CF, class H> __device__ __forceinline__ void store(const H &h, long long x0b, int y0) const
+    {
         const unsigned char *const outs = outs_in_mid ? mid : in;
         auto out_at = [&](int r, int c) {
             return outs_in_mid ? mid_row(16 * c + ((r ^ c) & 15)) + (r & ~15) : r * OP + 16 * c;
@@ -628,11 +612,84 @@ __device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick,
                 h.dst[at] = CF < C && b % C >= CF ? h.src[at] : outs[out_at(r, b >> 4) + (b & 15)];
             }
         }
+    }
+};
+
+/* The body: H a header with src, dst, width, height, border, tw, th;
+ * word(i), i < 16, the weights' words: the row's M bytes, then from byte 32
+ * the column's; finish... the finishers, of which the pick-th (from 0) maps
+ * t, the float 2^23 + 2^22 + S of the exact sum S, to a word whose low byte
+ * is the output byte (several, so that the scaling mode is chosen once a
+ * tile, not once an output). */
+template <int C, int CF, int M, class H, class Word, class... Finish>
+__device__ __forceinline__ void conv2d_mma_body(const H &h, Word word, int pick, Finish... finish)
+{
+    static_assert(C == 1 || C == 4, "gray or RGBA");
+    using S = conv2d_mma_shape<C, M>;
+    extern __shared__ __align__(16) unsigned char conv2d_mma_smem[];
+    conv2d_mma_block<C, M> block;
+    block.lay_out(h, conv2d_mma_smem);
+
+    /* the weights' bytes, for the lanes' Toeplitz fragments */
+    if (threadIdx.x < 16)
+        reinterpret_cast<unsigned *>(conv2d_mma_smem)[threadIdx.x] = word(threadIdx.x);
+    __syncthreads();
+    const unsigned char *const w = conv2d_mma_smem;
+
+    /* planar: arow[2 mp + c] the fragment of m-tile mp, chunk c */
+    unsigned arow[S::NCH_ROW][4], acol[S::NCH_COL][4];
+    if constexpr (conv2d_mma_planar(C, M)) {
+        static_assert(S::NCH_ROW >= 4 && S::RC + S::S == 64, "a window of 16 pixels each side");
+        if (block.planar) {
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                conv2d_mma_toeplitz_planar<M>(arow[c], w, c >> 1, c & 1, block.lane);
+        }
+    }
+    if (!block.planar) {
+#pragma unroll
+        for (int c = 0; c < S::NCH_ROW; c++)
+            conv2d_mma_toeplitz<C, M>(arow[c], w, c, S::S, block.lane);
+    }
+#pragma unroll
+    for (int c = 0; c < S::NCH_COL; c++)
+        conv2d_mma_toeplitz<1, M>(acol[c], w + 32, c, 0, block.lane);
+
+    block.walk(h);
+    int tx = blockIdx.x % block.tiles_x, ty = blockIdx.x / block.tiles_x;
+    if (ty < block.tiles_y)
+        block.fetch(h, tx, ty);
+    for (; ty < block.tiles_y; block.advance(tx, ty)) {
+        const long long x0b = (long long)tx * block.TWB;
+        const int y0 = ty * block.TH;
+        conv2d_copy_wait<0>();
+        __syncthreads();  /* the tile's input is in */
+
+        if constexpr (conv2d_mma_planar(C, M)) {
+            if (block.planar)
+                conv2d_mma_row_pass_planar(arow, block.in_s, block.IP, block.mid_s, block.MP, block.CHS, block.PLANE, block.rows / 16, block.TWB,
+                                           block.warp, block.warps, block.perm0, block.pdn, block.sel_lo);
+        }
+        block.row_pass(arow);
+        __syncthreads();
+        if (block.outs_in_mid) {  /* the input rows are free: the next tile's copies */
+            int nx = tx, ny = ty;
+            block.advance(nx, ny);
+            if (ny < block.tiles_y)
+                block.fetch(h, nx, ny);
+        }
+
+        /* the finisher chosen once a tile, not once an output */
+        int f = 0;
+        ((pick == f++ ? block.column_pass(acol, finish) : void()), ...);
+        __syncthreads();
+
+        block.template store<CF>(h, x0b, y0);
         int nx = tx, ny = ty;
-        advance(nx, ny);
-        if (!outs_in_mid && ny < tiles_y) {
+        block.advance(nx, ny);
+        if (!block.outs_in_mid && ny < block.tiles_y) {
             __syncthreads();  /* the outputs are out of shared memory */
-            fetch(nx, ny);
+            block.fetch(h, nx, ny);
         }
     }
 }
