@@ -34,7 +34,7 @@ _gpufilter()
                 --png-level --backend --device --devices --tile --kernel --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
                 --max-pixels --max-memory --decode-timeout --equalize --normalize --auto-level
-                --stats --summary --gray --verify --csv -v --verbose --list-masks --list-devices -h --help -V --version" -- "$cur"))
+                --stats --summary --gray --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))
             return ;;
     esac
     COMPREPLY=($(compgen -f -- "$cur"))

@@ -595,14 +595,30 @@ static bool conv2d_pick3(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice 
     return TW >= 8 && TH >= 8 && TW % 8 == 0 && TH % 8 == 0;
 }
 
-/* Version 4: the first path that applies and has a kernel for this size,
- * layout and mode (a gradient pair in lanes before them all): row streams
- * (3x3 binomial, ones, any column times row, in range), the tensor cores
- * for gray boxes from 11x11, running sums of a box (prefix sums across a
- * warp, then rows in lanes), separable integer with binomial columns, with
- * columns of ones (those three in range only), with any column; DP4A,
- * DP2A, float. One matrix (|v| of one matrix excepted), or a gradient
- * pair. */
+const conv2d_path4 conv2d_paths4[kPaths4] = {
+    {kStream4 + kStreamBinomial, 0, "separable integer, row streams in 16-bit lanes",
+     "3x3 binomial column times binomial row, in range, rows of whole 16-byte words"},
+    {kStream4 + kStreamOnes, 0, "separable integer, row streams in 16-bit lanes",
+     "3x3 of ones, in range, rows of whole 16-byte words"},
+    {kStream4 + kStreamAny, 0, "separable integer, row streams in 16-bit lanes",
+     "3x3 integer column times row, in range, rows of whole 16-byte words"},
+    {kMma4, 1, "separable integer, tensor cores", "box of ones from 11x11"},
+    {kBoxScan4, 0, "box, prefix sums across a warp", "box of ones over an odd integer, tiles of whole warps"},
+    {kRunning4, 0, "box, running sums in 16-bit lanes", "box of ones over an odd integer"},
+    {kBinomial4, 0, "separable integer, binomial column", "binomial column times a row of -128..127, in range"},
+    {kBox4, 0, "separable integer, column of ones", "column of ones times a row of -128..127, in range"},
+    {kMma4, 0, "separable integer, tensor cores", "column times row of 0..255 from 11x11, sums in 16 bits"},
+    {kSeparable4, 0, "separable integer", "integer column times a row of -128..127"},
+    {CONV2D_DP4A, 0, "DP4A", "integer weights of -128..127"},
+    {CONV2D_DP2A, 0, "DP2A", "integer weights of 16 bits, sums below 2^22"},
+    {0, 0, "float", "any weights"},
+};
+const conv2d_path4 conv2d_gradient_path4 = {kGradient4, 0, "gradient pair, 16-bit lanes",
+                                            "3x3 integer pair with Sobel's zero taps, by magnitude"};
+
+/* Version 4: the first of conv2d_paths4 that applies and has a kernel for
+ * this size, layout and mode (a gradient pair in lanes before them all).
+ * One matrix (|v| of one matrix excepted), or a gradient pair. */
 static bool conv2d_pick4(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice &ch)
 {
     const int C = p->channels, K = p->mask_count, mw = p->mask_width, mh = p->mask_height;
@@ -643,30 +659,36 @@ static bool conv2d_pick4(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice 
     const bool stream_binomial =
         stream && conv2d_binomial_column(facts->row, 3) && conv2d_binomial_column(facts->column, 3);
     const bool stream_ones = stream && conv2d_ones(facts->row, 3) && conv2d_ones(facts->column, 3);
+    bool applies[kPaths4];
+    applies[kPathStreamBinomial] = stream_binomial;
+    applies[kPathStreamOnes] = stream_ones;
+    applies[kPathStreamAny] = stream;
     /* gray box masks from 11x11 on: the tensor cores before the prefix
      * sums (bench/RESULTS.md) */
-    constexpr int kPaths = 13;
-    const bool paths[kPaths] = {stream_binomial, stream_ones, stream,
-                                box && mma && C == 1, box, box,
-                                ch.have_factors && conv2d_binomial_column(column, mh),
-                                ch.have_factors && conv2d_ones(column, mh), mma, ch.have_factors,
-                                integer && facts->byte_weights,
-                                integer, true};
-    const int dps[kPaths] = {kStream4 + kStreamBinomial, kStream4 + kStreamOnes,
-                             kStream4 + kStreamAny, kMma4, kBoxScan4, kRunning4, kBinomial4,
-                             kBox4, kMma4, kSeparable4, 1, 2, 0};
+    applies[kPathMmaBox] = box && mma;
+    applies[kPathBoxScan] = applies[kPathBoxRunning] = box;
+    applies[kPathBinomialColumn] = ch.have_factors && conv2d_binomial_column(column, mh);
+    applies[kPathOnesColumn] = ch.have_factors && conv2d_ones(column, mh);
+    applies[kPathMma] = mma;
+    applies[kPathSeparable] = ch.have_factors;
+    applies[kPathDp4a] = integer && facts->byte_weights;
+    applies[kPathDp2a] = integer;
+    applies[kPathFloat] = true;
     const int gradient = conv2d_gradient_index(p, C, K, mw, mh);
     pl->v = gradient < 0 ? NULL
                          : conv2d_find(4, C, ch.CF, K, mw, kGradient4 + gradient, zero, MODE_PRESCALED_NO_OFFSET);
-    for (int i = 0; i < kPaths && !pl->v; i++)
-        for (int m = 0; m < nmodes && paths[i] && !pl->v; m++) {
-            pl->v = conv2d_find(4, C, ch.CF, K, mw, dps[i], zero, modes[m]);
+    for (int i = 0; i < kPaths4 && !pl->v; i++)
+        for (int m = 0; m < nmodes && applies[i] && (!conv2d_paths4[i].channels || conv2d_paths4[i].channels == C) &&
+                        !pl->v;
+             m++) {
+            const int dp = conv2d_paths4[i].dp;
+            pl->v = conv2d_find(4, C, ch.CF, K, mw, dp, zero, modes[m]);
             pl->path = i + 1;
-            if (pl->v && dps[i] == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
+            if (pl->v && dp == kBoxScan4 && !conv2d_scan_tile(pl->v->Q, TW, TH))
                 pl->v = NULL;  /* not blocks of whole warps: the paths below */
-            if (pl->v && dps[i] == kMma4 && !conv2d_mma_tile(C, TW, TH))
+            if (pl->v && dp == kMma4 && !conv2d_mma_tile(C, TW, TH))
                 pl->v = NULL;  /* not a tile of its: the paths below */
-            if (pl->v && conv2d_stream4(dps[i]) && !conv2d_stream_tile(C, TW, TH))
+            if (pl->v && conv2d_stream4(dp) && !conv2d_stream_tile(C, TW, TH))
                 pl->v = NULL;  /* not groups of 8, 16 or 32 lanes: the paths below */
         }
     return pl->v && TW % pl->v->Q == 0 && TH % pl->v->P == 0 && TW >= pl->v->Q && TH >= pl->v->P;

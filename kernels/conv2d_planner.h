@@ -9,6 +9,26 @@
  * rows). */
 constexpr int kScanRows4 = 8;
 
+/* Version 4's arithmetic paths, in the order the planner tries them (after
+ * a 3x3 gradient pair in lanes, which comes before them all): a mask takes
+ * the first that applies and has a kernel for its size, layout and mode.
+ * conv2d_paths4 gives each path's kernels (the dp of their table entries),
+ * the name -v prints and what the weights must be; the sizes and layouts
+ * are the instantiation table's (conv2d.cu). */
+enum conv2d_path4_id {
+    kPathStreamBinomial, kPathStreamOnes, kPathStreamAny, kPathMmaBox, kPathBoxScan, kPathBoxRunning,
+    kPathBinomialColumn, kPathOnesColumn, kPathMma, kPathSeparable, kPathDp4a, kPathDp2a, kPathFloat,
+    kPaths4
+};
+struct conv2d_path4 {
+    int dp;               /* the kernels' DP argument (conv2d_variant::ws) */
+    int channels;         /* only images of this many channels; 0: any */
+    const char *name;     /* for -v, with ", no clamp" for a kernel in range */
+    const char *weights;  /* the masks it takes */
+};
+extern const conv2d_path4 conv2d_paths4[kPaths4];
+extern const conv2d_path4 conv2d_gradient_path4;
+
 /* The instantiation of a version for a layout, matrix count, mask size
  * (0: any), weights' kind (ws), zero taps and mode; NULL if none. */
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws, unsigned zero = 0,

@@ -2,6 +2,8 @@
  * and how (path, tile, block, shared bytes, grid), and the launch. Each
  * answer comes from the planner (conv2d_plan.cu); versions 0 and 1 launch
  * with the tile as block and need no plan. Host only. */
+#include <stdio.h>
+
 #include "conv2d_tiled.cuh"
 #include "conv2d_direct.cuh"
 #include "conv2d_scan.cuh"
@@ -85,30 +87,45 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
                                         : pl.v->ws;
 }
 
+/* Version 4's path of kernels dp: its entry of conv2d_paths4 (the first:
+ * the tensor cores' two entries share a name), or the gradient pairs'. */
+static const conv2d_path4 &conv2d_path_of(int dp)
+{
+    for (int i = 0; i < kPaths4; i++)
+        if (conv2d_paths4[i].dp == dp)
+            return conv2d_paths4[i];
+    return conv2d_gradient_path4;
+}
+
 extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
 {
     conv2d_plan pl;
     if (!conv2d_make_plan(4, p, &pl, false))
         return NULL;
+    static thread_local char name[96];
     const bool in_range = pl.v->mode != kModeAny && (pl.v->mode & kInRange);
-    switch (pl.v->ws) {
-    case CONV2D_DP4A:  return in_range ? "DP4A, no clamp" : "DP4A";
-    case CONV2D_DP2A:  return "DP2A";
-    case kSeparable4:  return "separable integer";
-    case kBinomial4:   return "separable integer, binomial column, no clamp";
-    case kBox4:        return "separable integer, column of ones, no clamp";
-    case kBoxScan4:    return "box, prefix sums across a warp, no clamp";
-    case kMma4:        return "separable integer, tensor cores";
-    case kStream4 + kStreamBinomial:
-    case kStream4 + kStreamOnes:
-    case kStream4 + kStreamAny:
-        return "separable integer, row streams in 16-bit lanes, no clamp";
-    case kRunning4:
-        return pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes, no clamp"
-                             : "box, running sums in 16-bit lanes, no clamp";
-    case 0:            return "float";
-    default:           return "gradient pair, 16-bit lanes";
+    /* the running sums' kernels past 15x15 keep their rows in the lanes */
+    const char *path = pl.v->ws == kRunning4 && pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes"
+                                                                : conv2d_path_of(pl.v->ws).name;
+    snprintf(name, sizeof name, "%s%s", path, in_range ? ", no clamp" : "");
+    return name;
+}
+
+extern "C" int conv2d_path_describe(int i, conv2d_path_info *info)
+{
+    if (i < 0 || i > kPaths4)
+        return 0;
+    const conv2d_path4 &path = i == 0 ? conv2d_gradient_path4 : conv2d_paths4[i - 1];
+    info->name = path.name;
+    info->weights = path.weights;
+    memset(info->sizes, 0, sizeof info->sizes);
+    for (int k = 0; k < conv2d_variant_count; k++) {
+        const conv2d_variant &v = conv2d_variants[k];
+        if (v.version == 4 && (i == 0 ? conv2d_gradient4(v.ws) : v.ws == path.dp) && v.MW == v.MH &&
+            (!path.channels || v.C == path.channels))
+            info->sizes[(v.C - 1) * 4 + (v.CF - 1)] |= 1u << v.MW;
     }
+    return 1;
 }
 
 /* The tensor-core path on RGBA: the tallest tile of the rule's width, up to

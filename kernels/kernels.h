@@ -112,15 +112,20 @@ int conv2d_supports(int version, const conv2d_launch *p);
  * cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
 int conv2d_direct_integer(const conv2d_launch *p);
-/* The arithmetic path the direct version runs this launch on, for -v:
- * "float", "DP4A", "DP2A", "separable integer", with its binomial-column
- * or column-of-ones kernel named, and "no clamp" for the kernels of masks
- * whose outputs stay in 0..255, "box, running sums in 16-bit lanes, no
- * clamp" (past 15x15 "box, running sums, rows in 16-bit lanes, no clamp"),
- * "box, prefix sums across a warp, no clamp", "separable integer, tensor
- * cores", "separable integer, row streams in 16-bit lanes, no clamp" or
- * "gradient pair, 16-bit lanes"; NULL when it cannot run the launch. */
+/* The arithmetic path the direct version runs this launch on, for -v
+ * (conv2d_paths4's name, "no clamp" added for the kernels of masks whose
+ * outputs stay in 0..255), in a buffer of the calling thread's that the
+ * next call reuses; NULL when it cannot run the launch. */
 const char *conv2d_direct_path(const conv2d_launch *p);
+/* Path i of the direct version for --list-paths: 0 the gradient pairs in
+ * lanes, then the others in the order it tries them; sizes[4 (C - 1) +
+ * (CF - 1)]: bit m for the m x m masks it has kernels for on C channels
+ * of which the first CF are filtered. 0 past the last. Needs no GPU. */
+typedef struct {
+    const char *name, *weights;
+    unsigned sizes[16];
+} conv2d_path_info;
+int conv2d_path_describe(int i, conv2d_path_info *info);
 /* Where the arithmetic path of this launch (a tile of version 4) comes in
  * the order the direct version tries them, 0 the first (the gradient
  * pairs' lanes) and the most specific; 0 for the other versions. A tile

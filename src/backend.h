@@ -98,6 +98,9 @@ const unsigned char *gf_cuda_device_image(gf_backend *cuda);
 int gf_cuda_device_count(void);
 /* Print one line per CUDA device; the count, or -1 with an error when none is usable. */
 int gf_cuda_list_devices(FILE *out);
+/* The direct kernel's paths, the masks, sizes and layouts of each (--list-paths;
+ * no GPU needed); 0. */
+int gf_cuda_list_paths(FILE *out);
 
 /* The reference implementations, shared by the CPU backend and the tests. */
 /* The exact value of output value (x, y, c) before rounding: each matrix's

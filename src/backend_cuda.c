@@ -385,12 +385,9 @@ int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bor
         return -2;
     }
     if (*version == GF_CONV_DIRECT && !direct_runs(p)) {
-        gf_set_error("mask %s (%dx%d, %d matrices) is not one the direct kernel runs: one matrix "
-                     "of 3x3, 5x5 or 7x7 (RGB: up to 5x5), on gray and RGBA 9x9 to 15x15 that "
-                     "factors into integers times a row of -128..127 (box9, box15) or 15x15 of "
-                     "integer weights -128..127, on gray and RGBA a box of ones over an odd "
-                     "integer up to 31x31, or a 3x3 gradient pair such as sobel",
-                     mask->name, mask->width, mask->height, mask->count);
+        gf_set_error("mask %s (%dx%d, %d matrices) on %d channels is not one the direct kernel "
+                     "runs (gpufilter --list-paths lists the masks, sizes and layouts it takes)",
+                     mask->name, mask->width, mask->height, mask->count, p->channels);
         return -2;
     }
     if (p->tile_width == 0)

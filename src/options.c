@@ -25,6 +25,7 @@ enum {
     OPT_FILTER_ALPHA,
     OPT_LIST_MASKS,
     OPT_LIST_DEVICES,
+    OPT_LIST_PATHS,
     OPT_STATS,
     OPT_EQUALIZE,
     OPT_NORMALIZE,
@@ -162,6 +163,7 @@ static void usage(FILE *out)
 "                         each stage\n"
 "      --list-masks       list the masks found and exit\n"
 "      --list-devices     list the CUDA devices and exit (status 1 if none)\n"
+"      --list-paths       list the direct kernel's paths (masks, sizes) and exit\n"
 "  -h, --help             show this help and exit\n"
 "  -V, --version          show the version and exit\n"
 "\n"
@@ -667,6 +669,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"filter-alpha", no_argument, NULL, OPT_FILTER_ALPHA},
         {"list-masks", no_argument, NULL, OPT_LIST_MASKS},
         {"list-devices", no_argument, NULL, OPT_LIST_DEVICES},
+        {"list-paths", no_argument, NULL, OPT_LIST_PATHS},
         {"stats", optional_argument, NULL, OPT_STATS},
         {"equalize", optional_argument, NULL, OPT_EQUALIZE},
         {"normalize", optional_argument, NULL, OPT_NORMALIZE},
@@ -697,7 +700,8 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
     while ((c = getopt_long(argc, argv, ":m:b:f:q:o:j:vhV", longopts, NULL)) != -1) {
         const gf_action action = c == 'h' ? GF_ACTION_HELP : c == 'V' ? GF_ACTION_VERSION
                                : c == OPT_LIST_MASKS ? GF_ACTION_LIST_MASKS
-                               : c == OPT_LIST_DEVICES ? GF_ACTION_LIST_DEVICES : GF_ACTION_RUN;
+                               : c == OPT_LIST_DEVICES ? GF_ACTION_LIST_DEVICES
+                               : c == OPT_LIST_PATHS ? GF_ACTION_LIST_PATHS : GF_ACTION_RUN;
         if (action != GF_ACTION_RUN) {
             j->action = action;
             return -1;
@@ -758,6 +762,8 @@ int gf_job_print(const gf_job *j)
             return GF_EXIT_FILE;
         }
         return EXIT_SUCCESS;
+    case GF_ACTION_LIST_PATHS:
+        return gf_cuda_list_paths(stdout) < 0 ? GF_EXIT_FILE : EXIT_SUCCESS;
     case GF_ACTION_RUN:
         break;
     }

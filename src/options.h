@@ -13,7 +13,8 @@ enum { GF_EXIT_FILE = 1, GF_EXIT_USAGE = 2 };
 
 /* What the command line asks for: a run, or a text printed instead. */
 typedef enum {
-    GF_ACTION_RUN = 0, GF_ACTION_HELP, GF_ACTION_VERSION, GF_ACTION_LIST_MASKS, GF_ACTION_LIST_DEVICES
+    GF_ACTION_RUN = 0, GF_ACTION_HELP, GF_ACTION_VERSION, GF_ACTION_LIST_MASKS, GF_ACTION_LIST_DEVICES,
+    GF_ACTION_LIST_PATHS
 } gf_action;
 
 /* Where JPEGs are decoded and encoded (--codec). */

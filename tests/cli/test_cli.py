@@ -23,7 +23,7 @@ BUILTIN = ["sobel", "sobel-x", "sobel-y", "prewitt", "scharr", "laplacian", "lap
 
 HELP_OPTIONS = ["-m", "--mask", "-b", "--border", "--backend", "--tile", "--kernel",
                 "-f", "--format", "-q", "--quality", "--filter-alpha", "-v", "--verbose",
-                "--list-masks", "--list-devices", "-h", "--help", "-V", "--version"]
+                "--list-masks", "--list-devices", "--list-paths", "-h", "--help", "-V", "--version"]
 HELP_VALUES = ["nearest", "constant", "reflect", "mirror", "wrap", "auto", "cuda", "cpu",
                "naive", "tiled", "blocked", "separable", "direct", "sweep", "--csv", "--gpu-memory",
                "--devices", "png", "jpg", "bmp", "tga"]
@@ -387,6 +387,56 @@ def test_list_devices(gf, backend):
         check_error(r, 1, [("GPU", "CUDA", "gpu", "cuda", "device")])
     if backend == "cuda":
         assert r.rc == 0, "--backend cuda asked for, but no usable GPU:\n" + r.describe()
+
+
+def parse_paths(text):
+    """--list-paths as [(name, masks, {layout: [sizes]})], in its order."""
+    paths = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        if not line.startswith(" "):
+            paths.append((line, None, {}))
+        elif line.startswith("  masks: "):
+            paths[-1] = (paths[-1][0], line[len("  masks: "):], paths[-1][2])
+        else:
+            layout, sizes = line.strip().split(": ")
+            assert all(re.fullmatch(r"(\d+)x\1", size) for size in sizes.split()), line
+            paths[-1][2][layout] = [int(size.split("x")[0]) for size in sizes.split()]
+    return paths
+
+
+def test_list_paths(gf):
+    """The direct kernel's paths, the order it tries them, what each runs:
+    the same facts the oracle tests of each path rely on (test_oracle.py),
+    with no GPU needed."""
+    r = gf.run("--list-paths").ok()
+    assert r.err == ""
+    paths = parse_paths(r.out.decode())
+    names = [name for name, _, _ in paths]
+    assert names[0] == "gradient pair, 16-bit lanes" and names[-1] == "float", names
+    assert all(masks for _, masks, _ in paths), paths
+    by_name = {}
+    for name, masks, sizes in paths:
+        by_name.setdefault(name, []).append(sizes)
+    odd = lambda lo, hi: list(range(lo, hi + 1, 2))
+    # the gradient pairs in lanes: RGBA 3x3 only (gray pairs take DP4A)
+    assert by_name["gradient pair, 16-bit lanes"] == [{"RGBA": [3], "RGBA --filter-alpha": [3]}]
+    # any weights: 3x3 to 7x7, RGB to 5x5
+    assert by_name["float"] == [{"gray": [3, 5, 7], "gray+alpha": [3, 5, 7], "RGB": [3, 5],
+                                 "RGBA": [3, 5, 7], "RGBA --filter-alpha": [3, 5, 7]}]
+    assert by_name["DP4A"][0]["gray"] == [3, 5, 7, 15] and "RGB" not in by_name["DP4A"][0]
+    # the running sums: RGBA boxes of 5x5 to 31x31 (test_oracle's RUNNING_SIZES)
+    assert by_name["box, running sums in 16-bit lanes"] == [
+        {"RGBA": odd(5, 31), "RGBA --filter-alpha": odd(5, 31)}]
+    # the tensor cores, twice: gray boxes first, then any column times row
+    # of bytes: 11x11 to 31x31, never RGB
+    assert by_name["separable integer, tensor cores"] == [
+        {"gray": odd(11, 31)}, {"gray": odd(11, 31), "RGBA": odd(11, 31), "RGBA --filter-alpha": odd(11, 31)}]
+    assert names.index("separable integer, tensor cores") < names.index("box, prefix sums across a warp")
+    # every path the oracle tests name in -v is listed
+    assert {"box, prefix sums across a warp", "separable integer, row streams in 16-bit lanes",
+            "separable integer", "DP2A"} <= set(names)
 
 
 def test_cuda_without_gpu_fails(gf, rng, tmp_path, gpu_usable):
