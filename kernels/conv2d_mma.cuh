@@ -31,41 +31,22 @@
  * block, which then loops over tiles (a persistent grid), stepping its
  * tile's coordinates without a division.
  *
- * Per tile (TW x TH output pixels, 256 threads): the input rows and
- * columns with their halo are copied into shared memory (cp.async, 16 bytes
- * at a time, where a piece lies inside an aligned row, each thread one
- * piece of every prstep-th row, whose source steps by a constant; the
- * rest, the edge tiles' pieces past either end or all of an unaligned
- * image, gathered through the border mapping a thread a byte), the row
- * pass writes Mid, the column pass writes the output bytes over the input
- * rows, and the block stores them with 16-byte stores (alpha copied from
- * the source where only RGB is filtered). A warp keeps its 16-byte column
- * of the tile through both passes and walks down it. One buffer: the next
- * tile's copies start once the outputs are out; the other blocks of the SM
- * (3 at the tiles the tool picks, 4 on gray from 19x19) cover the wait.
- * The planar pass's tiles (2 blocks an SM) instead put the outputs into
- * the row sums' low plane, behind the column pass, and start the next
- * tile's copies as soon as the row pass is done, so that the copies run
- * beside the column pass and the stores.
+ * Per tile (TW x TH output pixels, 256 threads): the input rows with their
+ * halo are copied into shared memory (conv2d_mma_block::fetch), the row
+ * pass writes the row sums, the column pass the output bytes over the
+ * input rows, and the block stores them 16 bytes at a time. A warp keeps
+ * its 16-byte column of the tile through both passes. One buffer: the next
+ * tile's copies start once the outputs are out; the SM's other blocks (3,
+ * 4 on gray from 19x19, 2 on planes) cover the wait.
  *
  * Choices that are not obvious (the measurements are in bench/RESULTS.md):
- *   - The finish works on the biased sum (an FFMA), chosen once a tile,
- *     with MODE_DIV_ODD's FADD and FFMA for odd scales in range, so no
- *     output divides or branches.
- *   - The row sums leave the row pass by one stmatrix an item (4 rows' low
- *     bytes and high bytes of two output bytes), an item's n-tiles' rows
- *     interleaved so that a lane holds 4 consecutive rows.
- *   - RGBA from 27x27 takes the row pass on channel planes: a lane's 16
- *     ldmatrix words are transposed by PRMT into two channels' bytes, the
- *     A fragments built for that order of K; an item is 32 pixels, 16 rows
- *     and two channels, 16 mma where the interleaved pass takes 40. Its
- *     tiles put the outputs into the row sums' low plane (output row r of
- *     byte column c in that column's row r ^ c, mod 16: distinct banks for
- *     the column pass's stores and the block's reads) and issue the next
- *     tile's copies right after the row pass; for the other tiles that
- *     order was slower, so they keep one buffer and the outputs over the
- *     input rows. A __syncwarp separates the column pass's loads from its
- *     stores over them.
+ *   - The finish works on the biased sum (an FFMA), its mode chosen once
+ *     a tile, so no output divides or branches (conv2d_mma_body).
+ *   - The row sums leave the row pass by one stmatrix an item, and RGBA
+ *     from 27x27 takes the row pass on channel planes, its outputs in the
+ *     row sums' plane and the next tile's copies right after the row pass,
+ *     beside the column pass and the stores (conv2d_mma_store_sums,
+ *     conv2d_mma_row_pass_planar, conv2d_mma_block::walk).
  *   - Tiles, not strips: a block walking a strip with the last steps' row
  *     sums in a ring (no halo row fetched twice) gives a warp 1 or 2 items
  *     between barriers where a tile gives it ~10, and the chain of a
