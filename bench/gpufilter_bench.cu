@@ -1040,7 +1040,7 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
 
     /* a launch the device refuses (a block over its limits) is reported,
      * never timed as zero; any other failure ends the run */
-    cudaError_t err = conv2d_gpu(v, &q, g_stream);
+    cudaError_t err = conv2d_gpu(v, &q, g_stream, NULL);
     if (err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue) {
         (void)cudaGetLastError();
         cudaFree(d_scratch);
@@ -1068,7 +1068,7 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
             int b = i % cfg.buffers;
             r.src = cfg.in[b];
             r.dst = cfg.out[b];
-            return conv2d_gpu(v, &r, g_stream);
+            return conv2d_gpu(v, &r, g_stream, NULL);
         },
         what);
     cudaFree(d_scratch);

@@ -97,18 +97,25 @@ static const conv2d_path4 &conv2d_path_of(int dp)
     return conv2d_gradient_path4;
 }
 
-extern "C" const char *conv2d_direct_path(const conv2d_launch *p)
+/* The name of a version 4 plan's path (conv2d_direct_path) into name. */
+static void conv2d_path_name(const conv2d_plan &pl, char *name, size_t size)
 {
-    conv2d_plan pl;
-    if (!conv2d_make_plan(4, p, &pl, false))
-        return NULL;
-    static thread_local char name[96];
     const bool in_range = pl.v->mode != kModeAny && (pl.v->mode & kInRange);
     /* the running sums' kernels past 15x15 keep their rows in the lanes */
     const char *path = pl.v->ws == kRunning4 && pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes"
                                                                 : conv2d_path_of(pl.v->ws).name;
-    snprintf(name, sizeof name, "%s%s", path, in_range ? ", no clamp" : "");
-    return name;
+    snprintf(name, size, "%s%s", path, in_range ? ", no clamp" : "");
+}
+
+extern "C" int conv2d_direct_path(const conv2d_launch *p, char *name, size_t size)
+{
+    conv2d_plan pl;
+    if (!conv2d_make_plan(4, p, &pl, false)) {
+        snprintf(name, size, "%s", "");
+        return 0;
+    }
+    conv2d_path_name(pl, name, size);
+    return 1;
 }
 
 extern "C" int conv2d_path_describe(int i, conv2d_path_info *info)
@@ -201,17 +208,57 @@ extern "C" const void *conv2d_kernel_entry(int version, int channels)
     return (const void *)conv2d_entry_for(version, channels);
 }
 
-extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream)
+/* The report of a full plan of versions 2 to 4. */
+static void conv2d_report_plan(int version, const conv2d_plan &pl, conv2d_launch_report *r)
+{
+    r->info = {1, pl.path, (int)(pl.block.x * pl.block.y), pl.shared, pl.v->entry};
+    r->grid_x = pl.grid.x;
+    r->grid_y = pl.grid.y;
+    /* the prefix sums' h.steps counts rows */
+    r->steps = version == 4 && pl.v->ws == kBoxScan4 ? pl.h.steps / kScanRows4 : pl.h.steps;
+    if (version == 4)
+        conv2d_path_name(pl, r->path, sizeof r->path);
+}
+
+/* Versions 0 and 1: the tile is the block, a tile a block. */
+static void conv2d_report_tiles(int version, const conv2d_launch *p, conv2d_launch_report *r)
+{
+    conv2d_describe(version, p, &r->info);
+    if (p->tile_width > 0 && p->tile_height > 0) {
+        r->grid_x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
+        r->grid_y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
+        r->steps = 1;
+    }
+}
+
+extern "C" void conv2d_report(int version, const conv2d_launch *p, conv2d_launch_report *report)
+{
+    memset(report, 0, sizeof *report);
+    conv2d_plan pl;
+    if (version < 2)
+        conv2d_report_tiles(version, p, report);
+    else if (conv2d_make_plan(version, p, &pl, true))
+        conv2d_report_plan(version, pl, report);
+}
+
+extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream,
+                                  conv2d_launch_report *report)
 {
     if (version >= 2) {
         conv2d_plan pl;
         if (!conv2d_make_plan(version, p, &pl, true))
             return cudaErrorInvalidValue;
+        if (report) {
+            memset(report, 0, sizeof *report);
+            conv2d_report_plan(version, pl, report);
+        }
         return pl.v->run(pl, stream);
     }
     conv2d_entry entry = conv2d_entry_for(version, p->channels);
     if (!entry || p->mask_count < 1 || p->mask_count > CONV2D_MAX_MATRICES)
         return cudaErrorInvalidValue;
+    if (report)
+        conv2d_report(version, p, report);
     const dim3 block(p->tile_width, p->tile_height);
     const dim3 grid((p->width + p->tile_width - 1) / p->tile_width,
                     (p->height + p->tile_height - 1) / p->tile_height);
@@ -221,24 +268,10 @@ extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStrea
 extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y,
                             int *steps)
 {
-    *x = *y = 0;
+    conv2d_launch_report report;
+    conv2d_report(version, p, &report);
+    *x = report.grid_x;
+    *y = report.grid_y;
     if (steps)
-        *steps = 0;
-    if (version >= 2) {
-        conv2d_plan pl;
-        if (conv2d_make_plan(version, p, &pl, true)) {
-            *x = pl.grid.x;
-            *y = pl.grid.y;
-            if (steps)  /* the prefix sums' h.steps counts rows */
-                *steps = version == 4 && pl.v->ws == kBoxScan4 ? pl.h.steps / kScanRows4
-                                                               : pl.h.steps;
-        }
-        return;
-    }
-    if (p->tile_width > 0 && p->tile_height > 0) {
-        *x = (unsigned)((p->width + p->tile_width - 1) / p->tile_width);
-        *y = (unsigned)((p->height + p->tile_height - 1) / p->tile_height);
-        if (steps)
-            *steps = 1;
-    }
+        *steps = report.steps;
 }

@@ -114,9 +114,8 @@ enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GR
 int conv2d_direct_integer(const conv2d_launch *p);
 /* The arithmetic path the direct version runs this launch on, for -v
  * (conv2d_paths4's name, "no clamp" added for the kernels of masks whose
- * outputs stay in 0..255), in a buffer of the calling thread's that the
- * next call reuses; NULL when it cannot run the launch. */
-const char *conv2d_direct_path(const conv2d_launch *p);
+ * outputs stay in 0..255) into name; 0 and "" when it cannot run it. */
+int conv2d_direct_path(const conv2d_launch *p, char *name, size_t size);
 /* Path i of the direct version for --list-paths: 0 the gradient pairs in
  * lanes, then the others in the order it tries them; sizes[4 (C - 1) +
  * (CF - 1)]: bit m for the m x m masks it has kernels for on C channels
@@ -190,8 +189,20 @@ void conv2d_fail_queries(int fail);
  * masks count groups of 8 rows that each warp walks down, whatever the
  * tile (0 when it cannot run). */
 void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y, int *steps);
-/* Launch version 0..CONV2D_VERSIONS-1. */
-cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream);
+/* What the plan of one launch says, for -v: the answers of conv2d_describe,
+ * conv2d_grid (grid and tiles a block walks) and, for the direct version,
+ * conv2d_direct_path (else ""). */
+typedef struct {
+    conv2d_launch_info info;
+    unsigned grid_x, grid_y;
+    int steps;
+    char path[96];
+} conv2d_launch_report;
+/* The report of a launch (all 0 when the version cannot run it). */
+void conv2d_report(int version, const conv2d_launch *p, conv2d_launch_report *report);
+/* Launch version 0..CONV2D_VERSIONS-1; where report is not NULL, it is
+ * filled from the plan the launch runs (as conv2d_report would). */
+cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStream_t stream, conv2d_launch_report *report);
 
 /* ---- histogram.cu ---------------------------------------------------------- */
 

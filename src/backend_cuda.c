@@ -327,26 +327,22 @@ static int pick_version(const cuda_backend *b, const gf_mask *mask, const conv2d
 }
 
 
+/* -v: one line a launch, from the plan it ran (r). */
 static void report_launch(const cuda_backend *b, int version, const conv2d_launch *p,
-                          const gf_mask *mask, float ms)
+                          const conv2d_launch_report *r, const gf_mask *mask, float ms)
 {
     occupancy_info info = {0, 0.0};
-    if (gf_cuda_occupancy(b, version, p, &info) < 0)
+    if (gf_cuda_occupancy(b, &r->info, &info) < 0)
         return;
-    unsigned grid_x, grid_y;
-    int per_block;  /* tiles each block walks down */
-    conv2d_grid(version, p, &grid_x, &grid_y, &per_block);
     double pixels = (double)p->width * p->height;
-    const char *path = version == GF_CONV_DIRECT ? conv2d_direct_path(p) : NULL;
     fprintf(b->options.log,
             "gpufilter: conv2d %s %s %dx%d on %dx%dx%d%s%s%s: tile %dx%d, block %d threads, "
             "grid %ux%u, %d tile%s per block, occupancy %.0f%% (%d blocks/SM), shared %zu B, "
             "%.3f ms (%.1f Gpx/s) on %s (device %d)\n",
             conv2d_version_name(version), mask->name, mask->width, mask->height, p->width,
-            p->height, p->channels, path ? " (" : "", path ? path : "", path ? ")" : "",
-            p->tile_width, p->tile_height,
-            conv2d_block_threads(version, p), grid_x, grid_y, per_block, per_block == 1 ? "" : "s",
-            100.0 * info.occupancy, info.blocks_per_sm, conv2d_shared_bytes(version, p),
+            p->height, p->channels, r->path[0] ? " (" : "", r->path, r->path[0] ? ")" : "",
+            p->tile_width, p->tile_height, r->info.threads, r->grid_x, r->grid_y, r->steps,
+            r->steps == 1 ? "" : "s", 100.0 * info.occupancy, info.blocks_per_sm, r->info.shared,
             ms, ms > 0 ? pixels / (ms * 1e6) : 0.0, b->prop.name, b->options.device);
 }
 
@@ -402,13 +398,14 @@ static int launch_convolve(cuda_backend *b, int version, const gf_mask *mask, co
         launch.tile_width = 2 * b->prop.maxThreadsPerBlock;  /* over the limit: the launch fails */
     if (b->options.log)
         CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
-    CUDA_CHECK(conv2d_gpu(version, &launch, b->stream), "launching conv2d");
+    conv2d_launch_report report;
+    CUDA_CHECK(conv2d_gpu(version, &launch, b->stream, b->options.log ? &report : NULL), "launching conv2d");
     if (b->options.log) {
         float ms = 0.0f;
         CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "recording an event");
         CUDA_CHECK(cudaEventSynchronize(b->stop), "running conv2d");
         CUDA_CHECK(cudaEventElapsedTime(&ms, b->start, b->stop), "timing conv2d");
-        report_launch(b, version, p, mask, ms);
+        report_launch(b, version, p, &report, mask, ms);
     }
     return 0;
 }

@@ -71,8 +71,9 @@ int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bor
 
 /* ---- cuda_tile.c ---- */
 
-/* The occupancy of p's kernel at its tile; -1 on a CUDA error. */
-int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p, occupancy_info *info);
+/* The occupancy of a launch whose plan says launch (conv2d_describe,
+ * conv2d_report); -1 on a CUDA error. */
+int gf_cuda_occupancy(const cuda_backend *b, const conv2d_launch_info *launch, occupancy_info *info);
 
 /* Whether p's tile can launch on this device; -2 and a message naming the
  * limit when it cannot (a usage error, not a device failure). */

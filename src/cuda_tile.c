@@ -10,8 +10,7 @@
 
 /* ---- tile choice ------------------------------------------------------------ */
 
-/* The occupancy of a launch whose plan says info. */
-static int occupancy_with(const cuda_backend *b, const conv2d_launch_info *launch, occupancy_info *info)
+int gf_cuda_occupancy(const cuda_backend *b, const conv2d_launch_info *launch, occupancy_info *info)
 {
     CUDA_CHECK(conv2d_allow_shared(launch->entry, launch->shared), "raising the shared-memory limit");
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info->blocks_per_sm, launch->entry,
@@ -21,14 +20,6 @@ static int occupancy_with(const cuda_backend *b, const conv2d_launch_info *launc
     info->occupancy = (double)(info->blocks_per_sm * warps) /
                       (double)(b->prop.maxThreadsPerMultiProcessor / 32);
     return 0;
-}
-
-int gf_cuda_occupancy(const cuda_backend *b, int version, const conv2d_launch *p,
-                        occupancy_info *info)
-{
-    conv2d_launch_info launch;
-    conv2d_describe(version, p, &launch);
-    return occupancy_with(b, &launch, info);
 }
 
 /* gf_cuda_tile_fits for a launch whose plan says info. */
@@ -121,8 +112,10 @@ static int prefer_measured_tile(const cuda_backend *b, int version, conv2d_launc
     if (!conv2d_preferred_tile(version, p, &c.tile_width, &c.tile_height) ||
         gf_cuda_tile_fits(b, version, &c) < 0)
         return 0;
+    conv2d_launch_info launch;
+    conv2d_describe(version, &c, &launch);
     occupancy_info info;
-    if (gf_cuda_occupancy(b, version, &c, &info) < 0)
+    if (gf_cuda_occupancy(b, &launch, &info) < 0)
         return -1;
     if (info.blocks_per_sm > 0)
         *p = c;
@@ -152,7 +145,7 @@ int gf_cuda_choose_tile(const cuda_backend *b, int version, conv2d_launch *p)
             if (launch.threads < 64 || fits_with(b, version, &c, &launch) < 0)
                 continue;
             occupancy_info info;
-            if (occupancy_with(b, &launch, &info) < 0)
+            if (gf_cuda_occupancy(b, &launch, &info) < 0)
                 return -1;
             if (info.blocks_per_sm == 0)
                 continue;
@@ -238,7 +231,7 @@ typedef struct {
 static cudaError_t launch_once(cuda_backend *b, const void *arg)
 {
     const sweep_launch *s = arg;
-    return conv2d_gpu(s->version, s->launch, b->stream);
+    return conv2d_gpu(s->version, s->launch, b->stream, NULL);
 }
 
 /* One row of the sweep: a tile and what the occupancy API says of it, or
@@ -274,7 +267,7 @@ static int sweep_row_of(cuda_backend *b, int version, const conv2d_launch *base,
         return 0;
     } else if (fits_with(b, version, &r->launch, &launch) < 0) {
         why = gf_error() + strlen("gpufilter: ");
-    } else if (occupancy_with(b, &launch, &r->info) < 0) {
+    } else if (gf_cuda_occupancy(b, &launch, &r->info) < 0) {
         return -1;
     } else if (r->info.blocks_per_sm == 0) {
         why = "cannot launch: no block fits on a multiprocessor";

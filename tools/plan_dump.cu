@@ -210,31 +210,56 @@ static conv2d_launch launch_of(const mask &m, const int (&layout)[2], int border
     return p;
 }
 
+/* Launches whose conv2d_report (what -v prints, from the plan the launch
+ * runs) differs from the separate answers and the full plan. */
+static long report_mismatches = 0;
+
+static void check_report(int version, const conv2d_launch *p, const char *path, const conv2d_plan *pl)
+{
+    conv2d_launch_report r;
+    conv2d_report(version, p, &r);
+    const bool same =
+        r.info.supported == conv2d_supports(version, p) &&
+        (!r.info.supported ||
+         (r.info.threads == conv2d_block_threads(version, p) && r.info.shared == conv2d_shared_bytes(version, p) &&
+          r.info.rank == conv2d_path_rank(version, p) && r.info.entry == conv2d_kernel_for(version, p) &&
+          (version < 2 || (r.grid_x == pl->grid.x && r.grid_y == pl->grid.y)) &&
+          strcmp(r.path, path) == 0));
+    report_mismatches += !same;
+}
+
 /* One line: every conv2d_* answer for the launch and, for versions 2-4,
  * its full plan. Returns the line's length. */
 static int describe(int version, const conv2d_launch *p, char *line, size_t size)
 {
     const int sup = conv2d_supports(version, p);
     int n = snprintf(line, size, "v%d t%dx%d sup%d", version, p->tile_width, p->tile_height, sup);
-    if (!sup)
+    if (!sup) {
+        check_report(version, p, "", NULL);
         return n;
-    const char *path = version == 4 ? conv2d_direct_path(p) : "";
+    }
+    char path[96] = "";
+    if (version == 4 && !conv2d_direct_path(p, path, sizeof path))
+        strcpy(path, "(null)");
     int pw = 0, ph = 0;
     const int preferred = conv2d_preferred_tile(version, p, &pw, &ph);
     unsigned gx, gy;
     int steps;
     conv2d_grid(version, p, &gx, &gy, &steps);
     n += snprintf(line + n, size - n, " di%d '%s' rank%d pt%d:%dx%d sh%zu sc%zu thr%d g%ux%u s%d k%d e%d",
-                  version == 4 ? conv2d_direct_integer(p) : -9, path ? path : "(null)",
+                  version == 4 ? conv2d_direct_integer(p) : -9, path,
                   conv2d_path_rank(version, p), preferred, pw, ph, conv2d_shared_bytes(version, p),
                   conv2d_scratch_bytes(version, p), conv2d_block_threads(version, p), gx, gy, steps,
                   plan_dump_variant_index(conv2d_kernel_for(version, p)),
                   conv2d_kernel_entry(version, p->channels) != NULL);
-    if (version < 2)
+    if (version < 2) {
+        check_report(version, p, path, NULL);
         return n;
+    }
     conv2d_plan pl;
     memset(static_cast<void *>(&pl), 0, sizeof pl);  /* block and grid 0 where no plan is made */
     const bool ok = conv2d_make_plan(version, p, &pl, true);
+    check_report(version, p, path, &pl);
     const unsigned long long bytes = fnv(pl.w, sizeof(float) * pl.nw, fnv(&pl.h, sizeof pl.h));
     n += snprintf(line + n, size - n, " plan%d v%ld path%d nw%d h%016llx b%ux%ux%u g%ux%u sh%zu", ok,
                   ok ? (long)(pl.v - conv2d_variants) : -1, pl.path, pl.nw, bytes, pl.block.x, pl.block.y,
@@ -300,6 +325,7 @@ int main(int argc, char **argv)
                     printf("%s C%d/%d b%d %dx%d %016llx\n", m.name, layout[0], layout[1], border, size[0], size[1],
                            hash);
                 }
-    fprintf(stderr, "%ld launches\n", count);
-    return 0;
+    fprintf(stderr, "%ld launches; conv2d_report differs from the separate answers on %ld\n", count,
+            report_mismatches);
+    return report_mismatches ? 1 : 0;
 }
