@@ -98,7 +98,7 @@ HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
 # their host-side planning, seconds).
 KERNEL_BUILD = build
-KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_weights.o histogram.o reduce.o scan.o lut.o)
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o histogram.o reduce.o scan.o lut.o)
 # the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image
@@ -155,9 +155,9 @@ $(BUILD)/obj/nvjpeg_codec.o: CPPFLAGS += $(NVJPEG_CFLAGS)
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
-$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
+$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
 $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_weights.o: kernels/conv2d_weights.h
-$(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o: kernels/conv2d_planner.h
+$(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o: kernels/conv2d_planner.h
 
 $(sort $(BUILD)/obj $(KERNEL_BUILD)/obj):
 	mkdir -p $@

@@ -595,27 +595,6 @@ static bool conv2d_pick3(const conv2d_launch *p, conv2d_plan *pl, conv2d_choice 
     return TW >= 8 && TH >= 8 && TW % 8 == 0 && TH % 8 == 0;
 }
 
-const conv2d_path4 conv2d_paths4[kPaths4] = {
-    {kStream4 + kStreamBinomial, 0, "separable integer, row streams in 16-bit lanes",
-     "3x3 binomial column times binomial row, in range, rows of whole 16-byte words"},
-    {kStream4 + kStreamOnes, 0, "separable integer, row streams in 16-bit lanes",
-     "3x3 of ones, in range, rows of whole 16-byte words"},
-    {kStream4 + kStreamAny, 0, "separable integer, row streams in 16-bit lanes",
-     "3x3 integer column times row, in range, rows of whole 16-byte words"},
-    {kMma4, 1, "separable integer, tensor cores", "box of ones from 11x11"},
-    {kBoxScan4, 0, "box, prefix sums across a warp", "box of ones over an odd integer, tiles of whole warps"},
-    {kRunning4, 0, "box, running sums in 16-bit lanes", "box of ones over an odd integer"},
-    {kBinomial4, 0, "separable integer, binomial column", "binomial column times a row of -128..127, in range"},
-    {kBox4, 0, "separable integer, column of ones", "column of ones times a row of -128..127, in range"},
-    {kMma4, 0, "separable integer, tensor cores", "column times row of 0..255 from 11x11, sums in 16 bits"},
-    {kSeparable4, 0, "separable integer", "integer column times a row of -128..127"},
-    {CONV2D_DP4A, 0, "DP4A", "integer weights of -128..127"},
-    {CONV2D_DP2A, 0, "DP2A", "integer weights of 16 bits, sums below 2^22"},
-    {0, 0, "float", "any weights"},
-};
-const conv2d_path4 conv2d_gradient_path4 = {kGradient4, 0, "gradient pair, 16-bit lanes",
-                                            "3x3 integer pair with Sobel's zero taps, by magnitude"};
-
 /* Version 4: the first of conv2d_paths4 that applies and has a kernel for
  * this size, layout and mode (a gradient pair in lanes before them all).
  * One matrix (|v| of one matrix excepted), or a gradient pair. */

@@ -29,6 +29,9 @@ struct conv2d_path4 {
 extern const conv2d_path4 conv2d_paths4[kPaths4];
 extern const conv2d_path4 conv2d_gradient_path4;
 
+/* The name of a version 4 plan's path (conv2d_direct_path's) into name. */
+void conv2d_path_name(const conv2d_plan &pl, char *name, size_t size);
+
 /* The instantiation of a version for a layout, matrix count, mask size
  * (0: any), weights' kind (ws), zero taps and mode; NULL if none. */
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws, unsigned zero = 0,

@@ -87,26 +87,6 @@ extern "C" int conv2d_direct_integer(const conv2d_launch *p)
                                         : pl.v->ws;
 }
 
-/* Version 4's path of kernels dp: its entry of conv2d_paths4 (the first:
- * the tensor cores' two entries share a name), or the gradient pairs'. */
-static const conv2d_path4 &conv2d_path_of(int dp)
-{
-    for (int i = 0; i < kPaths4; i++)
-        if (conv2d_paths4[i].dp == dp)
-            return conv2d_paths4[i];
-    return conv2d_gradient_path4;
-}
-
-/* The name of a version 4 plan's path (conv2d_direct_path) into name. */
-static void conv2d_path_name(const conv2d_plan &pl, char *name, size_t size)
-{
-    const bool in_range = pl.v->mode != kModeAny && (pl.v->mode & kInRange);
-    /* the running sums' kernels past 15x15 keep their rows in the lanes */
-    const char *path = pl.v->ws == kRunning4 && pl.v->MW > 15 ? "box, running sums, rows in 16-bit lanes"
-                                                                : conv2d_path_of(pl.v->ws).name;
-    snprintf(name, size, "%s%s", path, in_range ? ", no clamp" : "");
-}
-
 extern "C" int conv2d_direct_path(const conv2d_launch *p, char *name, size_t size)
 {
     conv2d_plan pl;
@@ -115,23 +95,6 @@ extern "C" int conv2d_direct_path(const conv2d_launch *p, char *name, size_t siz
         return 0;
     }
     conv2d_path_name(pl, name, size);
-    return 1;
-}
-
-extern "C" int conv2d_path_describe(int i, conv2d_path_info *info)
-{
-    if (i < 0 || i > kPaths4)
-        return 0;
-    const conv2d_path4 &path = i == 0 ? conv2d_gradient_path4 : conv2d_paths4[i - 1];
-    info->name = path.name;
-    info->weights = path.weights;
-    memset(info->sizes, 0, sizeof info->sizes);
-    for (int k = 0; k < conv2d_variant_count; k++) {
-        const conv2d_variant &v = conv2d_variants[k];
-        if (v.version == 4 && (i == 0 ? conv2d_gradient4(v.ws) : v.ws == path.dp) && v.MW == v.MH &&
-            (!path.channels || v.C == path.channels))
-            info->sizes[(v.C - 1) * 4 + (v.CF - 1)] |= 1u << v.MW;
-    }
     return 1;
 }
 

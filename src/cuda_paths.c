@@ -2,7 +2,7 @@
  * order it tries them, each with the masks it takes and, from the kernels
  * compiled (kernels/conv2d.cu's table), their sizes per channel layout.
  * The names and masks come from the planner's table (conv2d_paths4 in
- * kernels/conv2d_plan.cu), so this list, -v and the planner agree. Needs
+ * kernels/conv2d_paths.cu), so this list, -v and the planner agree. Needs
  * no GPU. */
 #include <stdio.h>
 
