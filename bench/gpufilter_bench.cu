@@ -1040,7 +1040,8 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
 
     /* a launch the device refuses (a block over its limits) is reported,
      * never timed as zero; any other failure ends the run */
-    cudaError_t err = conv2d_gpu(v, &q, g_stream, NULL);
+    conv2d_launch_report report;
+    cudaError_t err = conv2d_gpu(v, &q, g_stream, &report);
     if (err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue) {
         (void)cudaGetLastError();
         cudaFree(d_scratch);
@@ -1054,11 +1055,8 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
         die(1, "conv2d %s %s on %s (tile %dx%d) differs from the CPU reference: %s", version.c_str(),
             m.name, size_name(cfg).c_str(), q.tile_width, q.tile_height, describe_diff(d).c_str());
     std::string note = tile;
-    unsigned grid_x, grid_y;
-    int steps;  /* tiles a block walks down */
-    conv2d_grid(v, &q, &grid_x, &grid_y, &steps);
-    if (steps > 1)
-        note += format(" x %d", steps);
+    if (report.steps > 1)  /* tiles a block walks down */
+        note += format(" x %d", report.steps);
     if (d.off_by_one)
         note += format("; %zu of %zu checked values off by 1", d.off_by_one, d.total);
 

@@ -18,6 +18,12 @@ extern "C" const char *conv2d_version_name(int version)
     return version >= 0 && version < CONV2D_VERSIONS ? names[version] : NULL;
 }
 
+/* The answers of a plan of versions 2 to 4 (conv2d_describe, conv2d_report). */
+static conv2d_launch_info conv2d_info_of_plan(const conv2d_plan &pl)
+{
+    return {1, pl.path, (int)(pl.block.x * pl.block.y), pl.shared, pl.v->entry};
+}
+
 /* One plan's answers; every query below about a launch at its tile reads
  * them from here. */
 extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_launch_info *info)
@@ -34,13 +40,8 @@ extern "C" void conv2d_describe(int version, const conv2d_launch *p, conv2d_laun
         return;
     }
     conv2d_plan pl;
-    if (!conv2d_make_plan(version, p, &pl, false))
-        return;
-    info->supported = 1;
-    info->rank = pl.path;
-    info->threads = (int)(pl.block.x * pl.block.y);
-    info->shared = pl.shared;
-    info->entry = pl.v->entry;
+    if (conv2d_make_plan(version, p, &pl, false))
+        *info = conv2d_info_of_plan(pl);
 }
 
 static conv2d_launch_info info_of(int version, const conv2d_launch *p)
@@ -174,7 +175,7 @@ extern "C" const void *conv2d_kernel_entry(int version, int channels)
 /* The report of a full plan of versions 2 to 4. */
 static void conv2d_report_plan(int version, const conv2d_plan &pl, conv2d_launch_report *r)
 {
-    r->info = {1, pl.path, (int)(pl.block.x * pl.block.y), pl.shared, pl.v->entry};
+    r->info = conv2d_info_of_plan(pl);
     r->grid_x = pl.grid.x;
     r->grid_y = pl.grid.y;
     /* the prefix sums' h.steps counts rows */
@@ -226,15 +227,4 @@ extern "C" cudaError_t conv2d_gpu(int version, const conv2d_launch *p, cudaStrea
     const dim3 grid((p->width + p->tile_width - 1) / p->tile_width,
                     (p->height + p->tile_height - 1) / p->tile_height);
     return conv2d_start(entry, grid, block, conv2d_shared_bytes(version, p), stream, *p);
-}
-
-extern "C" void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y,
-                            int *steps)
-{
-    conv2d_launch_report report;
-    conv2d_report(version, p, &report);
-    *x = report.grid_x;
-    *y = report.grid_y;
-    if (steps)
-        *steps = report.steps;
 }

@@ -179,19 +179,16 @@ cudaError_t conv2d_allow_shared(const void *entry, size_t shared);
 /* Tests only: make every device query of the planner fail, so that each
  * plan takes its device-independent choice (one tile a block). */
 void conv2d_fail_queries(int fail);
-/* The grid a launch of this version uses (0 x 0 when it cannot run) and,
- * where steps is not NULL, the tiles each of its blocks walks down: 1 for
- * versions 0 and 1; versions 2 and 3 walk ~256 rows; version 4 walks
- * strips (gray, and RGBA masks from 5x5 on, rows aligned for its fast
- * path) where one tile per block would run past the blocks the device
- * holds at once, and then its edge blocks, the first rows of the grid,
- * take the image's edge columns a tile at a time; its prefix sums of box
- * masks count groups of 8 rows that each warp walks down, whatever the
- * tile (0 when it cannot run). */
-void conv2d_grid(int version, const conv2d_launch *p, unsigned *x, unsigned *y, int *steps);
-/* What the plan of one launch says, for -v: the answers of conv2d_describe,
- * conv2d_grid (grid and tiles a block walks) and, for the direct version,
- * conv2d_direct_path (else ""). */
+/* What the plan of one launch says, for -v: the answers of conv2d_describe;
+ * the grid (0 x 0 when it cannot run) and the tiles each of its blocks
+ * walks down (steps): 1 for versions 0 and 1; versions 2 and 3 walk ~256
+ * rows; version 4 walks strips (gray, and RGBA masks from 5x5 on, rows
+ * aligned for its fast path) where one tile per block would run past the
+ * blocks the device holds at once, and then its edge blocks, the first rows
+ * of the grid, take the image's edge columns a tile at a time; its prefix
+ * sums of box masks count groups of 8 rows that each warp walks down,
+ * whatever the tile; and for the direct version conv2d_direct_path's name
+ * (else ""). */
 typedef struct {
     conv2d_launch_info info;
     unsigned grid_x, grid_y;

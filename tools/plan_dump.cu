@@ -214,10 +214,9 @@ static conv2d_launch launch_of(const mask &m, const int (&layout)[2], int border
  * runs) differs from the separate answers and the full plan. */
 static long report_mismatches = 0;
 
-static void check_report(int version, const conv2d_launch *p, const char *path, const conv2d_plan *pl)
+static void check_report(int version, const conv2d_launch *p, const conv2d_launch_report &r, const char *path,
+                         const conv2d_plan *pl)
 {
-    conv2d_launch_report r;
-    conv2d_report(version, p, &r);
     const bool same =
         r.info.supported == conv2d_supports(version, p) &&
         (!r.info.supported ||
@@ -234,8 +233,10 @@ static int describe(int version, const conv2d_launch *p, char *line, size_t size
 {
     const int sup = conv2d_supports(version, p);
     int n = snprintf(line, size, "v%d t%dx%d sup%d", version, p->tile_width, p->tile_height, sup);
+    conv2d_launch_report r;
+    conv2d_report(version, p, &r);
     if (!sup) {
-        check_report(version, p, "", NULL);
+        check_report(version, p, r, "", NULL);
         return n;
     }
     char path[96] = "";
@@ -243,23 +244,20 @@ static int describe(int version, const conv2d_launch *p, char *line, size_t size
         strcpy(path, "(null)");
     int pw = 0, ph = 0;
     const int preferred = conv2d_preferred_tile(version, p, &pw, &ph);
-    unsigned gx, gy;
-    int steps;
-    conv2d_grid(version, p, &gx, &gy, &steps);
     n += snprintf(line + n, size - n, " di%d '%s' rank%d pt%d:%dx%d sh%zu sc%zu thr%d g%ux%u s%d k%d e%d",
                   version == 4 ? conv2d_direct_integer(p) : -9, path,
                   conv2d_path_rank(version, p), preferred, pw, ph, conv2d_shared_bytes(version, p),
-                  conv2d_scratch_bytes(version, p), conv2d_block_threads(version, p), gx, gy, steps,
+                  conv2d_scratch_bytes(version, p), conv2d_block_threads(version, p), r.grid_x, r.grid_y, r.steps,
                   plan_dump_variant_index(conv2d_kernel_for(version, p)),
                   conv2d_kernel_entry(version, p->channels) != NULL);
     if (version < 2) {
-        check_report(version, p, path, NULL);
+        check_report(version, p, r, path, NULL);
         return n;
     }
     conv2d_plan pl;
     memset(static_cast<void *>(&pl), 0, sizeof pl);  /* block and grid 0 where no plan is made */
     const bool ok = conv2d_make_plan(version, p, &pl, true);
-    check_report(version, p, path, &pl);
+    check_report(version, p, r, path, &pl);
     const unsigned long long bytes = fnv(pl.w, sizeof(float) * pl.nw, fnv(&pl.h, sizeof pl.h));
     n += snprintf(line + n, size - n, " plan%d v%ld path%d nw%d h%016llx b%ux%ux%u g%ux%u sh%zu", ok,
                   ok ? (long)(pl.v - conv2d_variants) : -1, pl.path, pl.nw, bytes, pl.block.x, pl.block.y,
