@@ -91,7 +91,7 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_tile.c cuda_paths.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c tile_rule.c cuda_sweep.c cuda_paths.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -305,7 +305,7 @@ fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 #                    (tools/plan_dump.cu), on a fake H100 and with every device
 #                    query failing: run before and after a change to the
 #                    planner and diff the outputs (the same: the same plans)
-# the tile rule (cuda_tile.c) comes with the host code it links to
+# the tile rule (tile_rule.c) comes with the host code it links to
 PLAN_DUMP_OBJ = $(LIB_OBJ)
 
 plan-dump: $(BUILD)/plan-dump
@@ -341,7 +341,7 @@ $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/o
 
 BENCH_NPP ?= $(shell test -f $(CUDA_HOME)/include/npp.h && echo 1)
 # the objects the unit tests link (image I/O, masks, errors) plus the CPU reference
-BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o
+BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o $(BUILD)/obj/tile_rule.o
 ifeq ($(BENCH_NPP),1)
 BENCH_DEFS = -DGF_HAVE_NPP
 BENCH_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnppif -lnppc

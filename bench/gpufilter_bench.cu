@@ -59,6 +59,7 @@
 extern "C" {
 #include "backend.h"
 #include "mask.h"
+#include "tile_rule.h"
 #include "util.h"
 }
 
@@ -139,9 +140,10 @@ struct Options {
     unsigned kernels = 0;
     int reps = 25;
     int warmup = 3;
-    int tile_width = 32, tile_height = 8;  /* every conv2d version ... */
+    int tile_width = 0, tile_height = 0;   /* --tile WxH: every conv2d version ... */
     std::vector<int> version_tile;          /* ... unless V:WxH set one: v*2, v*2+1 */
-    bool tile_given = false;                /* --tile WxH: every version, direct too */
+    bool tile_given = false;                /* else the tool's tile rule */
+    unsigned versions = ~0u;                /* --versions: bit v for conv2d version v */
     int device = 0;
     bool queued = false;                    /* --timing queued */
     std::string json;
@@ -165,16 +167,14 @@ static void usage(FILE *out)
             "                    box31 gaussian31)\n"
             "  --kernels LIST    comma-separated subset of conv2d,histogram,reduce,scan,lut,\n"
             "                    equalize (default: all)\n"
+            "  --versions LIST   comma-separated conv2d versions, 0 (naive) to 4 (direct)\n"
+            "                    (default: all)\n"
             "  --reps N          timed runs per row; the median is reported (default 25)\n"
             "  --warmup N        untimed runs before them (default 3)\n"
             "  --tile [V:]WxH    conv2d tile of every version, or of version V only;\n"
-            "                    repeatable (default 32x8, and for the direct version\n"
-            "                    the widest Wx64 that it runs with 256 threads on its\n"
-            "                    first path, among those of the most blocks an SM, or\n"
-            "                    the tile measured faster for that path: 512x8 for\n"
-            "                    the RGBA row streams, the tallest that holds two\n"
-            "                    blocks an SM for RGBA on the tensor cores; see\n"
-            "                    kernels.h for what the tile means to each version)\n"
+            "                    repeatable (default: the tile gpufilter itself takes,\n"
+            "                    src/tile_rule.c; see kernels.h for what the tile means\n"
+            "                    to each version)\n"
             "  --timing MODE     alone: each timed run is launched on an idle stream, so\n"
             "                    its time includes the launch latency, as one call of the\n"
             "                    tool pays it (default); queued: the runs are enqueued back\n"
@@ -241,13 +241,15 @@ static unsigned parse_kernels(const char *list)
 static void parse_options(int argc, char **argv)
 {
     enum {
-        O_SIZE = 256, O_CHANNELS, O_MASK, O_KERNELS, O_REPS, O_WARMUP, O_TILE, O_DEVICE, O_JSON, O_TIMING
+        O_SIZE = 256, O_CHANNELS, O_MASK, O_KERNELS, O_VERSIONS, O_REPS, O_WARMUP, O_TILE, O_DEVICE, O_JSON,
+        O_TIMING
     };
     static const struct option longopts[] = {
         {"size", required_argument, NULL, O_SIZE},
         {"channels", required_argument, NULL, O_CHANNELS},
         {"mask", required_argument, NULL, O_MASK},
         {"kernels", required_argument, NULL, O_KERNELS},
+        {"versions", required_argument, NULL, O_VERSIONS},
         {"reps", required_argument, NULL, O_REPS},
         {"warmup", required_argument, NULL, O_WARMUP},
         {"tile", required_argument, NULL, O_TILE},
@@ -319,6 +321,16 @@ static void parse_options(int argc, char **argv)
         case O_JSON:
             g_opt.json = optarg;
             break;
+        case O_VERSIONS:
+            g_opt.versions = 0;
+            for (const char *d = optarg; *d; d++) {
+                if (*d >= '0' && *d < '0' + CONV2D_VERSIONS && (d[1] == ',' || d[1] == '\0'))
+                    g_opt.versions |= 1u << (*d - '0');
+                else if (*d != ',' || d == optarg)
+                    die(2, "--versions '%s': expected a list of conv2d versions 0 to %d", optarg,
+                        CONV2D_VERSIONS - 1);
+            }
+            break;
         case O_TIMING:
             if (strcmp(optarg, "alone") && strcmp(optarg, "queued"))
                 die(2, "--timing '%s': expected alone or queued", optarg);
@@ -346,63 +358,24 @@ static void parse_options(int argc, char **argv)
         g_opt.kernels = K_ALL;
 }
 
-/* Blocks of a launch an SM holds at once (0 where the query fails). */
-static int blocks_per_sm(int version, const conv2d_launch *q)
-{
-    const void *entry = conv2d_kernel_for(version, q);
-    const size_t shared = conv2d_shared_bytes(version, q);
-    int blocks = 0;
-    if (!entry || conv2d_allow_shared(entry, shared) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, entry, conv2d_block_threads(version, q),
-                                                      shared) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return blocks;
-}
+static cudaDeviceProp g_prop;
 
-/* The tile of one version: --tile V:WxH, else --tile WxH, else 32x8 (the
- * direct version: the widest Wx64 it runs on the first arithmetic path that
- * such a tile runs, conv2d_path_rank, as the tool's automatic tile keeps to
- * it, with the most threads (at most 256), among those of the most blocks
- * an SM: the tensor-core path's shared memory grows with the tile), or
- * the tile conv2d_preferred_tile names for that path (the
- * RGBA row streams: 512x8; RGBA on the tensor cores: the tallest tile of
- * that width holding two blocks an SM), as the tool's automatic tile takes
- * it. */
-static void tile_of(int version, conv2d_launch *q)
+/* The tile of one version: --tile V:WxH, else --tile WxH, else the tool's
+ * own (tile_rule.c's gf_tile_choose on this device); "" or why the rule
+ * found none. */
+static std::string tile_of(int version, conv2d_launch *q)
 {
-    q->tile_width = g_opt.tile_width;
-    q->tile_height = g_opt.tile_height;
     if (g_opt.version_tile.size() >= (size_t)(2 * version + 2) && g_opt.version_tile[2 * version] > 0) {
         q->tile_width = g_opt.version_tile[2 * version];
         q->tile_height = g_opt.version_tile[2 * version + 1];
-    } else if (version == 4 && !g_opt.tile_given) {
-        int best = 0, best_rank = 0, best_threads = 0, best_blocks = 0;
-        for (int w = 512; w >= 8; w /= 2) {
-            q->tile_width = w;
-            q->tile_height = 64;
-            const int threads = conv2d_supports(version, q) ? conv2d_block_threads(version, q) : 0;
-            if (threads < 64 || threads > 256)
-                continue;
-            const int rank = conv2d_path_rank(version, q), blocks = blocks_per_sm(version, q);
-            if (best == 0 || rank < best_rank ||
-                (rank == best_rank && (threads > best_threads ||
-                                       (threads == best_threads && blocks > best_blocks)))) {
-                best = w;
-                best_rank = rank;
-                best_threads = threads;
-                best_blocks = blocks;
-            }
-        }
-        q->tile_width = best ? best : g_opt.tile_width;
-        q->tile_height = best ? 64 : g_opt.tile_height;
-        int width = 0, height = 0;
-        if (best && conv2d_preferred_tile(version, q, &width, &height)) {
-            q->tile_width = width;
-            q->tile_height = height;
-        }
+    } else if (g_opt.tile_given) {
+        q->tile_width = g_opt.tile_width;
+        q->tile_height = g_opt.tile_height;
+    } else if (gf_tile_choose(&g_prop, version, q) < 0) {
+        (void)cudaGetLastError();
+        return gf_error();
     }
+    return "";
 }
 
 /* Named masks are looked up next to the executable (build/../masks); the
@@ -430,7 +403,6 @@ static void add_bench_mask_folder(void)
 
 /* input buffers a row's runs rotate through, at most (see setup_config) */
 static const int kMaxBuffers = 64;
-static cudaDeviceProp g_prop;
 static cudaStream_t g_stream;
 static cudaEvent_t g_start, g_stop;
 
@@ -1021,13 +993,13 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
                                     size_name(cfg).c_str());
     progress(cfg, format("conv2d %s %s", version.c_str(), m.name).c_str());
     conv2d_launch q = p;
-    tile_of(v, &q);
+    const std::string no_tile = tile_of(v, &q);
     auto row = [&](const Timing &t, const std::string &note) {
         add_row(cfg, "conv2d", version, mask_label, t, bytes, (double)cfg.pixels, peer, note);
         set_last_tile(q);
     };
     const std::string tile = format("tile %dx%d", q.tile_width, q.tile_height);
-    const std::string skipped = conv2d_unrunnable(v, q, tile);
+    const std::string skipped = no_tile.empty() ? conv2d_unrunnable(v, q, tile) : "skipped: " + no_tile;
     if (!skipped.empty()) {
         row(Timing(), skipped);
         return;
@@ -1085,7 +1057,8 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
     peer = npp_conv2d(cfg, m, bands);
 #endif
     for (int v = 0; v < CONV2D_VERSIONS; v++)
-        bench_conv2d_version(cfg, m, p, v, bands, peer);
+        if (g_opt.versions >> v & 1)
+            bench_conv2d_version(cfg, m, p, v, bands, peer);
 }
 
 /* ---- histogram ------------------------------------------------------------------ */
@@ -1537,8 +1510,9 @@ static void write_json(const char *path, int driver, int runtime, int clock_khz)
             "false"
 #endif
     );
-    fprintf(f, "  \"reps\": %d, \"warmup\": %d, \"timing\": \"%s\", \"tile\": [%d, %d],\n  \"rows\": [\n",
-            g_opt.reps, g_opt.warmup, g_opt.queued ? "queued" : "alone", g_opt.tile_width, g_opt.tile_height);
+    fprintf(f, "  \"reps\": %d, \"warmup\": %d, \"timing\": \"%s\", \"tile\": %s,\n  \"rows\": [\n",
+            g_opt.reps, g_opt.warmup, g_opt.queued ? "queued" : "alone",
+            g_opt.tile_given ? format("[%d, %d]", g_opt.tile_width, g_opt.tile_height).c_str() : "null");
     for (size_t i = 0; i < g_rows.size(); i++) {
         const Row &r = g_rows[i];
         fprintf(f,
@@ -1616,14 +1590,14 @@ int main(int argc, char **argv)
                            g_prop.multiProcessorCount, g_prop.l2CacheSize / 1048576.0, clock_khz / 1000,
                            bus_bits, mem_clock_khz / 1000, g_prop.totalGlobalMem / 1073741824.0);
     g_versions_line = format("driver %d.%d, runtime %d.%d, CUB %d.%d.%d; median of %d runs%s after %d "
-                             "warm-up, %s, inputs rotated over buffers > 2x L2 (at most %d buffers); conv2d tile %dx%d unless noted (x N: N tiles a block walks down), border nearest",
+                             "warm-up, %s, inputs rotated over buffers > 2x L2 (at most %d buffers); conv2d tile: gpufilter's own unless --tile (x N: N tiles a block walks down), border nearest",
                              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
                              CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, g_opt.reps,
                              g_opt.reps < 20 ? " (fewer than the 20 the method asks for)" : "",
                              g_opt.warmup,
                              g_opt.queued ? "queued back to back (device time, no launch latency)"
                                           : "each launched alone (launch latency counted)",
-                             kMaxBuffers, g_opt.tile_width, g_opt.tile_height);
+                             kMaxBuffers);
 #ifdef GF_HAVE_NPP
 #ifdef NPP_VERSION_MAJOR
     g_npp_line = format("NPP %d.%d.%d: conv2d peer nppiFilterBorder_8u_C1R/_C4R_Ctx, NPP_BORDER_REPLICATE",

@@ -1,5 +1,5 @@
 /* backend_cuda.c - host side of the GPU backend: device, buffers,
- * launches (the tile rule and --tile sweep: cuda_tile.c). One upload and
+ * launches (the tile rule: tile_rule.c; --tile sweep: cuda_sweep.c). One upload and
  * one download per image; every operation in between runs on device
  * buffers (two, used in turn).
  *
@@ -332,7 +332,7 @@ static void report_launch(const cuda_backend *b, int version, const conv2d_launc
                           const conv2d_launch_report *r, const gf_mask *mask, float ms)
 {
     occupancy_info info = {0, 0.0};
-    if (gf_cuda_occupancy(b, &r->info, &info) < 0)
+    if (gf_tile_occupancy(&b->prop, &r->info, &info) < 0)
         return;
     double pixels = (double)p->width * p->height;
     fprintf(b->options.log,
@@ -387,8 +387,8 @@ int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bor
         return -2;
     }
     if (p->tile_width == 0)
-        return gf_cuda_choose_tile(b, *version, p);
-    return gf_cuda_tile_fits(b, *version, p);
+        return gf_tile_choose(&b->prop, *version, p);
+    return gf_tile_fits(&b->prop, *version, p, NULL);
 }
 
 static int launch_convolve(cuda_backend *b, int version, const gf_mask *mask, conv2d_launch *p)

@@ -1,6 +1,6 @@
 /* cuda_backend.h - the GPU backend's state and what its files share:
  * backend_cuda.c (device, buffers, launches, tone operations) and
- * cuda_tile.c (the tile rule and --tile sweep). Private to them. */
+ * cuda_sweep.c (--tile sweep). Private to them. */
 #ifndef GF_CUDA_BACKEND_H
 #define GF_CUDA_BACKEND_H
 
@@ -10,6 +10,7 @@
 
 #include "../kernels/kernels.h"
 #include "backend.h"
+#include "tile_rule.h"
 #include "util.h"
 
 #define CUDA_CHECK(call, what)                                                        \
@@ -51,12 +52,6 @@ typedef struct {
     enum { FAULT_NONE = 0, FAULT_ALLOC, FAULT_LAUNCH } fault;
 } cuda_backend;
 
-/* What the occupancy API says of a launch's kernel. */
-typedef struct {
-    int blocks_per_sm;
-    double occupancy;  /* resident warps / the SM's maximum */
-} occupancy_info;
-
 /* Bytes of one image row. */
 size_t gf_cuda_row_bytes(const cuda_backend *b);
 
@@ -68,18 +63,5 @@ int gf_cuda_upload_copy(gf_backend *self, const gf_image *img);
  * (--tile, checked, or the tile rule's); -2 for a usage error. */
 int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
                              int channels_filtered, conv2d_launch *p, int *version);
-
-/* ---- cuda_tile.c ---- */
-
-/* The occupancy of a launch whose plan says launch (conv2d_describe,
- * conv2d_report); -1 on a CUDA error. */
-int gf_cuda_occupancy(const cuda_backend *b, const conv2d_launch_info *launch, occupancy_info *info);
-
-/* Whether p's tile can launch on this device; -2 and a message naming the
- * limit when it cannot (a usage error, not a device failure). */
-int gf_cuda_tile_fits(const cuda_backend *b, int version, const conv2d_launch *p);
-
-/* p's tile set by the tile rule; -2 when no tile fits, -1 on a CUDA error. */
-int gf_cuda_choose_tile(const cuda_backend *b, int version, conv2d_launch *p);
 
 #endif /* GF_CUDA_BACKEND_H */

@@ -1,7 +1,7 @@
 /* plan_dump.cu - every plan the conv2d planner makes, for a grid of
  * launches, printed on a machine without a GPU: `make plan-dump` before and
  * after a change to the planner (kernels/conv2d_plan.cu, conv2d_query.cu,
- * conv2d_weights.cu) or the tile rule (src/cuda_tile.c), then diff; the
+ * conv2d_weights.cu) or the tile rule (src/tile_rule.c), then diff; the
  * same output means the same plans.
  *
  * The launches: versions 0-4, five channel layouts, three borders, eight
@@ -283,7 +283,7 @@ static cuda_backend fake_backend()
 static int describe_tile_rule(const cuda_backend *b, int version, conv2d_launch p, char *line, size_t size)
 {
     p.tile_width = p.tile_height = 0;
-    const int r = gf_cuda_choose_tile(b, version, &p);
+    const int r = gf_tile_choose(&b->prop, version, &p);
     return snprintf(line, size, "v%d rule %d %dx%d", version, r, p.tile_width, p.tile_height);
 }
 
