@@ -373,7 +373,8 @@ static std::string tile_of(int version, conv2d_launch *q)
         q->tile_height = g_opt.tile_height;
     } else if (gf_tile_choose(&g_prop, version, q) < 0) {
         (void)cudaGetLastError();
-        return gf_error();
+        const char *why = gf_error();
+        return strncmp(why, "gpufilter: ", 11) ? why : why + 11;
     }
     return "";
 }
@@ -1049,7 +1050,10 @@ static void bench_conv2d(Config &cfg, const gf_mask &m)
 {
     progress(cfg, format("conv2d %s: CPU reference bands", m.name).c_str());
     const DeviceMask dm(m);
-    const conv2d_launch p = conv2d_launch_of(cfg, m, dm);
+    conv2d_launch p = conv2d_launch_of(cfg, m, dm);
+    conv2d_mask_facts facts;  /* once for the tile rule's plans and the launches, as the tool */
+    conv2d_mask_facts_make(&p, &facts);
+    p.facts = &facts;
     const std::vector<Band> bands = reference_bands(cfg, m);
     Peer peer;
 #ifdef GF_HAVE_NPP

@@ -6,13 +6,16 @@
  * choose the scaling mode, size the grid). conv2d_query.cu answers
  * kernels.h's conv2d_* functions from it.
  *
- * Planning runs on every launch, so the device queries it needs (SM count,
- * occupancy, the tensor cores' PTX version) are cached per host thread; a
- * query that fails, or an error pending from earlier work, makes the plan
- * take its device-independent choice instead. The family headers are
- * included for their sizing rules (rows a thread, ring slots, shared bytes),
- * which the plan and the kernels must agree on; no kernel is instantiated
- * here. */
+ * One plan a launch (and one a candidate of the tile rule): what it reads
+ * of the mask's weights comes made (conv2d_mask_facts, once a mask); the
+ * answers of the device queries it needs (occupancy, the tensor cores' PTX
+ * version, a kernel's raised shared-memory limit) and of the bank-conflict
+ * searches of versions 2 and 3 are kept per host thread, since every launch
+ * asks them again. A query that fails, or an error pending from earlier
+ * work, makes the plan take its device-independent choice instead. The
+ * family headers are included for their sizing rules (rows a thread, ring
+ * slots, shared bytes), which the plan and the kernels must agree on; no
+ * kernel is instantiated here. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
@@ -273,56 +276,38 @@ static bool conv2d_div_range(const conv2d_launch *p, int k, float inv)
     return top < 0x1p100 && top * fabs((double)inv) < 0x1p100 && least >= 0x1p-20;
 }
 
-/* What conv2d_make_plan asks of a mask's host weights, each a scan of every
- * weight: at 31x31 ~10 us of host time a plan, and every launch plans, as
- * does the tool's tile choice several times for each candidate tile
- * (threads, shared bytes, kernel, path). Kept for the last two masks of
- * each host thread, by value (the weights compared, not their address: a
- * caller may refill one array), so that a later plan of the same mask
- * only compares its weights. */
-struct conv2d_mask_facts {
-    int K, mw, mh;
-    float scale[CONV2D_MAX_MATRICES];
-    float weights[CONV2D_MAX_MATRICES * kMaxMask * kMaxMask];
-    bool short_weights;  /* conv2d_short_weights, every matrix */
-    bool byte_weights;   /* conv2d_byte_weights, every matrix */
-    bool factors;        /* conv2d_integer_factors of matrix 0: row, column */
-    bool prescalable;    /* conv2d_prescalable, every matrix */
-    bool in_range;       /* conv2d_in_range of matrix 0 */
-    bool div_range[CONV2D_MAX_MATRICES];
-    float row[kMaxMask], column[kMaxMask];
-};
+static_assert(CONV2D_MAX_MATRICES == 4 && kMaxMask == 31, "kernels.h's conv2d_mask_facts arrays");
 
-/* p's facts; p checked by the caller (1..4 matrices of at most kMaxMask
- * square, host weights given). */
-static const conv2d_mask_facts &conv2d_facts(const conv2d_launch *p)
+extern "C" void conv2d_mask_facts_make(const conv2d_launch *p, conv2d_mask_facts *f)
 {
-    static thread_local conv2d_recent<conv2d_mask_facts, 2> known;
     const int K = p->mask_count, mw = p->mask_width, mh = p->mask_height, taps = mw * mh;
-    const size_t weight_bytes = (size_t)K * taps * sizeof(float);
-    if (const conv2d_mask_facts *kept = known.find([&](const conv2d_mask_facts &e) {
-            return e.K == K && e.mw == mw && e.mh == mh &&
-                   memcmp(e.scale, p->scale, K * sizeof(float)) == 0 &&
-                   memcmp(e.weights, p->host_weights, weight_bytes) == 0;
-        }))
-        return *kept;
-    conv2d_mask_facts &f = known.add();
-    f.K = K;
-    f.mw = mw;
-    f.mh = mh;
-    memcpy(f.scale, p->scale, K * sizeof(float));
-    memcpy(f.weights, p->host_weights, weight_bytes);
+    f->host_weights = p->host_weights;
+    f->mask_count = K;
+    f->mask_width = mw;
+    f->mask_height = mh;
     float inv[CONV2D_MAX_MATRICES];
     for (int k = 0; k < K; k++)
         inv[k] = 1.0f / p->scale[k];
-    f.short_weights = conv2d_short_weights(p->host_weights, K, taps);
-    f.byte_weights = conv2d_byte_weights(p->host_weights, K * taps);
-    f.factors = conv2d_integer_factors(p->host_weights, mw, mh, f.row, f.column);
-    f.prescalable = conv2d_prescalable(p, K, taps, inv);
-    f.in_range = conv2d_in_range(p->host_weights, taps, p->scale[0]);
+    f->short_weights = conv2d_short_weights(p->host_weights, K, taps);
+    f->byte_weights = conv2d_byte_weights(p->host_weights, K * taps);
+    f->factors = conv2d_integer_factors(p->host_weights, mw, mh, f->row, f->column);
+    f->prescalable = conv2d_prescalable(p, K, taps, inv);
+    f->in_range = conv2d_in_range(p->host_weights, taps, p->scale[0]);
     for (int k = 0; k < K; k++)
-        f.div_range[k] = conv2d_div_range(p, k, inv[k]);
-    return f;
+        f->div_range[k] = conv2d_div_range(p, k, inv[k]);
+}
+
+/* p's facts: the caller's where they were made for this launch's weights
+ * and mask, else made into own. p checked by the caller (1..4 matrices of
+ * at most kMaxMask square, host weights given). */
+static const conv2d_mask_facts *conv2d_facts(const conv2d_launch *p, conv2d_mask_facts *own)
+{
+    const conv2d_mask_facts *f = p->facts;
+    if (f && f->host_weights == p->host_weights && f->mask_count == p->mask_count &&
+        f->mask_width == p->mask_width && f->mask_height == p->mask_height)
+        return f;
+    conv2d_mask_facts_make(p, own);
+    return own;
 }
 
 /* Blocks of a plan's kernel that the device holds at once: blocks per SM
@@ -868,7 +853,8 @@ bool conv2d_make_plan(int version, const conv2d_launch *p, conv2d_plan *pl, bool
         return false;
     pl->path = 0;  /* version 4 sets it where it picks a path */
     conv2d_choice ch;
-    ch.facts = p->host_weights ? &conv2d_facts(p) : NULL;
+    conv2d_mask_facts own;
+    ch.facts = p->host_weights ? conv2d_facts(p, &own) : NULL;
     ch.cf = p->channels_filtered < 0 ? 0 : p->channels_filtered > C ? C : p->channels_filtered;
     ch.CF = conv2d_cf_template(C, ch.cf);
     ch.have_factors = ch.in_range = ch.mma = ch.row_streams = false;

@@ -17,6 +17,8 @@ extern "C" {
 
 #define CONV2D_VERSIONS 5  /* 0 naive, 1 tiled, 2 blocked, 3 separable, 4 direct (conv2d.cu) */
 
+struct conv2d_mask_facts;
+
 /* One convolution: every matrix of the mask over every channel. */
 typedef struct {
     const unsigned char *src;  /* device, width * height * channels, interleaved */
@@ -40,35 +42,15 @@ typedef struct {
      *     tile_height a multiple of 4; at most 256 threads per block.
      *   version 3: the same, with P = Q = 8: tile_width and tile_height
      *     multiples of 8, tile_width * tile_height / 8 <= 256 threads.
-     *   version 4 (square 3x3, 5x5 or 7x7 masks of one matrix, on 1 or
-     *     4 channels 9x9 to 15x15 masks that factor as an integer column
-     *     times a row of -128..127 and 15x15 masks of integer weights of
-     *     -128..127, on gray and RGBA box masks of ones over an odd
-     *     integer to 31x31, 3x3 gradient pairs combined by magnitude; host
-     *     weights required; RGB has no 7x7): one tile per block, each
-     *     thread R rows x Q columns (R = 32 from 9x9 on, 16 for RGBA 5x5,
-     *     7x7 and gradient pairs, else 8; Q = 8 gray (from 9x9: 4), 4 for
-     *     2 and 3 channels, 4, 2 or 1 for RGBA, see conv2d.cu's table):
-     *     tile_width a multiple of Q, tile_height of R, at most 256
-     *     threads per block. Its prefix sums of box masks (gray 9x9,
-     *     and larger at the tiles the tensor cores cannot run; RGBA from
-     *     15x15) take tile_width / (16 / C) x tile_height threads, whole
-     *     warps, each warp a column of output pixels whatever the tile; a
-     *     tile that makes no such block runs the older path (running sums
-     *     on RGBA, the column of ones on gray). Its tensor-core path
-     *     (11x11 to 31x31 masks of a column times a row of integers
-     *     0..255 whose row sums fit 16 bits, gray box masks first among
-     *     them, gray and RGBA, compute capability 8.0 and up) runs blocks
-     *     of 256 threads over tiles of tile_width * channels = 16 to 256
-     *     bytes (a power of two) by 16 to 128 rows (a multiple of 16).
-     *     Its row streams (3x3 masks of a column times a row of integers
-     *     0..255 whose sums fit 16 bits, in range, over a power of two up
-     *     to 256 or an odd integer below 32768: gaussian3, box3; gray and
-     *     RGBA rows of whole 16-byte words in 16-byte aligned buffers) take
-     *     (tile_width * channels / 16) x (tile_height / 8) threads, each
-     *     16 bytes of 8 rows: tile_width * channels / 16 a power of two
-     *     from 8, tile_height a multiple of 8 (blocks of up to 1024
-     *     threads); tiles of other shapes run the paths after it.
+     *   version 4: one tile per block (or several, walked down), each
+     *     thread R rows x Q columns, R and Q set by the arithmetic path the
+     *     plan picks for the mask (kernels/conv2d_paths.cu's table, printed
+     *     by `gpufilter --list-paths`: which masks, sizes and layouts each
+     *     path runs) and by the channels; the tile must be a multiple of
+     *     both, at most 256 threads per block (the row streams: up to
+     *     1024; the tensor cores: 256 threads over 16 to 256 bytes by 16 to
+     *     128 rows; the prefix sums: whole warps, each a column of output
+     *     pixels). A tile a path cannot run gets the next path that can.
      * conv2d_supports() returns 0 for a tile the version cannot run. */
     int tile_width, tile_height;
     /* separable versions: the one matrix is column[y] * row[x] */
@@ -77,8 +59,8 @@ typedef struct {
     void *scratch;                /* device, conv2d_scratch_bytes(); NULL if that is 0 */
     /* Optional host copies of the weights (same layouts as the device arrays
      * above; NULL when absent), read by the launcher of versions 2, 3 and 4 only,
-     * never kept after conv2d_gpu() returns (what a plan learns of their
-     * values is, for the last two masks of each host thread). With them the
+     * never kept after conv2d_gpu() returns (what a plan reads of them is
+     * in 'facts' below). With them the
      * weights travel by value in the kernel parameters (the constant bank:
      * free FFMA operands),
      * scales that are powers of two are folded into the weights, and version 3
@@ -88,7 +70,30 @@ typedef struct {
     const float *host_weights;         /* mask_count * mask_width * mask_height */
     const float *host_row_weights;     /* mask_width */
     const float *host_column_weights;  /* mask_height */
+    /* What the planner reads of host_weights (conv2d_mask_facts_make), for
+     * a caller that plans one mask many times (the tile rule's candidates,
+     * then the launch): made once after the weights are set, remade when
+     * they change. NULL: each plan makes its own. */
+    const struct conv2d_mask_facts *facts;
 } conv2d_launch;
+
+/* What the planner asks of a mask's host weights, each a scan of every
+ * weight (at 31x31 ~10 us of host time): which integer paths they suit,
+ * their factors, whether scales fold into them and outputs stay in range. */
+typedef struct conv2d_mask_facts {
+    const float *host_weights;  /* the launch's, for which they were made */
+    int mask_count, mask_width, mask_height;
+    int short_weights;  /* 16-bit integers, every matrix */
+    int byte_weights;   /* -128..127, every matrix */
+    int factors;        /* matrix 0 is column[] times row[], integers */
+    int prescalable;    /* every scale folds into its weights exactly */
+    int in_range;       /* matrix 0's outputs stay in 0..255 */
+    int div_range[4];   /* per matrix: its sums may be divided by the scale */
+    float row[31], column[31];
+} conv2d_mask_facts;
+
+/* f made for p's host weights, scales and mask size (p->host_weights set). */
+void conv2d_mask_facts_make(const conv2d_launch *p, conv2d_mask_facts *f);
 
 /* Short name of a version ("naive", "tiled", "blocked", "separable",
  * "direct"), NULL past the ladder. */
@@ -100,16 +105,12 @@ const char *conv2d_version_name(int version);
  * factor itself); version 4 needs host_weights and a mask it runs (see
  * tile_width above). */
 int conv2d_supports(int version, const conv2d_launch *p);
-/* Which integer path version 4 runs this launch on (1 or 4 channels; see
- * conv2d_direct.cuh): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 7x7
- * masks of 16-bit weights, CONV2D_SEPARABLE_INTEGER for 5x5 to 15x15
- * masks that factor as an integer column times a row of -128..127 (its
- * binomial and box kernels included, the running sums and prefix sums of
- * box masks, to 31x31, the tensor cores' for 11x11 to 31x31 masks of a
- * column times a row of 0..255, and the row streams of 3x3 ones),
- * CONV2D_GRADIENT_LANES for the Sobel, Prewitt and
- * Scharr pairs on RGBA (16-bit lanes); 0 for its float path or a launch it
- * cannot run. */
+/* Which integer path version 4 runs this launch on (conv2d_paths.cu's
+ * table): CONV2D_DP4A for weights of -128..127, CONV2D_DP2A for 16-bit
+ * weights, CONV2D_SEPARABLE_INTEGER for an integer column times a row
+ * (every separable, box, tensor-core and row-stream path),
+ * CONV2D_GRADIENT_LANES for the RGBA gradient pairs; 0 for its float path
+ * or a launch it cannot run. */
 enum { CONV2D_DP4A = 1, CONV2D_DP2A = 2, CONV2D_SEPARABLE_INTEGER = 3, CONV2D_GRADIENT_LANES = 4 };
 int conv2d_direct_integer(const conv2d_launch *p);
 /* The arithmetic path the direct version runs this launch on, for -v

@@ -270,6 +270,8 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
                "uploading the mask");
     p->weights = b->weights;
     p->host_weights = host;
+    conv2d_mask_facts_make(p, &b->mask_facts);  /* once for the tile rule's plans and the launch */
+    p->facts = &b->mask_facts;
     if (mask->separable && mask->count == 1) {
         float *row = b->host_factors, *column = b->host_factors + mask->width;
         for (int x = 0; x < mask->width; x++)

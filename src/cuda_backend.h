@@ -34,6 +34,7 @@ typedef struct {
     /* host copies of the current mask, passed by value to versions 2 and 3 */
     float host_weights[GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS];
     float host_factors[2 * GF_MASK_MAX_SIZE];
+    conv2d_mask_facts mask_facts;  /* what the planner reads of host_weights */
     /* tone scratch: histograms, their CDFs, LUTs and a reduction, all on
      * the device; only statistics are ever copied back */
     unsigned long long *hist, *cdf;   /* 4 * GF_BINS each */
