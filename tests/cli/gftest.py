@@ -8,6 +8,7 @@ H x W x C (C = 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA); writers also accept H x W.
 import io
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -423,3 +424,20 @@ def peak_memory_kib(argv, env=None):
     rc, max_rss_kib = map(int, proc.stdout.split())
     assert rc == 0, proc.stderr
     return max_rss_kib, proc.stderr.decode()
+
+
+def parse_paths(text):
+    """--list-paths as [(name, masks, {layout: [sizes]})], in its order."""
+    paths = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        if not line.startswith(" "):
+            paths.append((line, None, {}))
+        elif line.startswith("  masks: "):
+            paths[-1] = (paths[-1][0], line[len("  masks: "):], paths[-1][2])
+        else:
+            layout, sizes = line.strip().split(": ")
+            assert all(re.fullmatch(r"(\d+)x\1", size) for size in sizes.split()), line
+            paths[-1][2][layout] = [int(size.split("x")[0]) for size in sizes.split()]
+    return paths

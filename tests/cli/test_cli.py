@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from gftest import (MAGIC, apply_mask, apply_masks, assert_close,
-                    builtin_mask_names, format_matrix, load_mask, parse_mask,
+                    builtin_mask_names, format_matrix, load_mask, parse_mask, parse_paths,
                     photo_with_channels, random_image, read_png, write_png)
 
 BUILTIN = ["sobel", "sobel-x", "sobel-y", "prewitt", "scharr", "laplacian", "laplacian8",
@@ -387,23 +387,6 @@ def test_list_devices(gf, backend):
         check_error(r, 1, [("GPU", "CUDA", "gpu", "cuda", "device")])
     if backend == "cuda":
         assert r.rc == 0, "--backend cuda asked for, but no usable GPU:\n" + r.describe()
-
-
-def parse_paths(text):
-    """--list-paths as [(name, masks, {layout: [sizes]})], in its order."""
-    paths = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        if not line.startswith(" "):
-            paths.append((line, None, {}))
-        elif line.startswith("  masks: "):
-            paths[-1] = (paths[-1][0], line[len("  masks: "):], paths[-1][2])
-        else:
-            layout, sizes = line.strip().split(": ")
-            assert all(re.fullmatch(r"(\d+)x\1", size) for size in sizes.split()), line
-            paths[-1][2][layout] = [int(size.split("x")[0]) for size in sizes.split()]
-    return paths
 
 
 def test_list_paths(gf):

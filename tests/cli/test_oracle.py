@@ -2,9 +2,11 @@
 scipy.ndimage correlation, numpy rint, clip). With --backend cuda every result
 is also compared with the same binary's --backend cpu output."""
 
+import functools
 import math
 import os
 import re
+import subprocess
 import zlib
 
 import numpy as np
@@ -14,8 +16,8 @@ import scipy.ndimage as ndi
 from conftest import stable_nodeid
 from gftest import (BORDERS, REPO, apply_mask, apply_masks, assert_close, assert_equal_image,
                     builtin_mask_names, correlate, float_ties, format_matrix, load_mask,
-                    parse_mask, photo_with_channels, random_image, read_png, rounding_ties,
-                    write_png)
+                    parse_mask, parse_paths, photo_with_channels, random_image, read_png,
+                    rounding_ties, write_png)
 
 MASKS = builtin_mask_names()
 CHANNELS = [1, 2, 3, 4]
@@ -494,26 +496,37 @@ SEPARABLE = {"gaussian3", "gaussian5", "gaussian7", "box3", "box5", "box9", "ide
 BLOCKED_TILES = {"blocked": {"32x8", "16x16", "8x8", "32x32", "64x4", "auto"},
                  "separable": {"32x8", "16x16", "8x8", "32x32", "auto"},
                  "direct": {"32x8", "16x16", "8x8", "32x32", "64x64", "auto"}}
-# what the direct version runs: one matrix of 3x3, 5x5 or 7x7 (RGB: not
-# 7x7), or a 3x3 gradient pair combined by magnitude; on gray and RGBA also
-# 9x9 masks that factor into an integer column times a row of -128..127
-# (box9 of the built-in ones) and 15x15 masks of integer weights of
-# -128..127 (which no built-in mask is: DIRECT_15)
 GRADIENT_PAIRS = {"sobel", "prewitt", "scharr"}
-DIRECT_9 = {"box9"}
+LAYOUTS = {1: "gray", 2: "gray+alpha", 3: "RGB", 4: "RGBA"}
 
 
-def direct_runs(mask_name, channels):
-    if mask_name in GRADIENT_PAIRS:
-        return True
-    if mask_name in DIRECT_9:
-        return channels in (1, 4)
-    if mask_name not in MASKS:
+@functools.lru_cache(maxsize=None)
+def listed_paths(binary):
+    """`gpufilter --list-paths`: {path name: [(masks, {layout: [sizes]})]}."""
+    r = subprocess.run([str(binary), "--list-paths"], capture_output=True, check=True)
+    paths = {}
+    for name, masks, sizes in parse_paths(r.stdout.decode()):
+        paths.setdefault(name, []).append((masks, sizes))
+    return paths
+
+
+def direct_runs(gf, mask_name, channels):
+    """Whether the direct version runs a built-in mask on this layout (alpha
+    copied), as --list-paths says: one matrix or a gradient pair at a size
+    its float path lists, or a box of ones at a size a path of ones lists."""
+    if mask_name not in MASKS and mask_name not in GRADIENT_PAIRS:
         return False
+    paths, layout = listed_paths(gf.path), LAYOUTS[channels]
     m = load_mask(mask_name)
     size = m.matrices[0].weights.shape
-    return (len(m.matrices) == 1 and m.combine != "magnitude" and size[0] == size[1] and
-            size[0] in (3, 5) + (() if channels == 3 else (7,)))
+    if size[0] != size[1]:
+        return False
+    if mask_name in GRADIENT_PAIRS or (len(m.matrices) == 1 and m.combine != "magnitude"):
+        if size[0] in paths["float"][0][1].get(layout, []):
+            return True
+    ones = len(m.matrices) == 1 and (m.matrices[0].weights == 1).all()
+    return ones and any(size[0] in sizes.get(layout, []) for name in paths
+                        for masks, sizes in paths[name] if "ones" in masks)
 
 
 def direct_rows(mask_name, channels):
@@ -530,11 +543,11 @@ def direct_rows_of(size, channels, pair=False):
     return 16 if channels == 4 and (size >= 5 or pair) else 8
 
 
-def refused(kernel, tile, mask_name, channels=4):
+def refused(gf, kernel, tile, mask_name, channels=4):
     """Whether this kernel version must refuse the tile (or the mask)."""
     if kernel == "separable" and mask_name not in SEPARABLE:
         return True
-    if kernel == "direct" and not direct_runs(mask_name, channels):
+    if kernel == "direct" and not direct_runs(gf, mask_name, channels):
         return True
     if (kernel == "direct" and tile in BLOCKED_TILES["direct"] and tile != "auto" and
             int(tile.split("x")[1]) % direct_rows(mask_name, channels)):
@@ -546,7 +559,7 @@ def refused(kernel, tile, mask_name, channels=4):
 def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, extra, tag="cuda"):
     """The CUDA output, or None after checking that the version refused the
     tile or mask as bad usage (exit 2, one message naming it, no output)."""
-    if not refused(kernel, tile, mask_name, img.shape[2]):
+    if not refused(gf, kernel, tile, mask_name, img.shape[2]):
         return gf.apply(tmp_path, img, masks, border, backend="cuda", extra=extra, tag=tag)
     src = write_png(tmp_path / "in-refused.png", img)
     out = tmp_path / "refused.png"
