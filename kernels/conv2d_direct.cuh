@@ -240,6 +240,145 @@ __device__ __forceinline__ void conv2d_shift_rows4(T (&acc)[M][Q][K][CF])
                     acc[i][q][k][c] = acc[i - 1][q][k][c];
 }
 
+/* Output row y's sums, finished as conv2d_value does (MODE kModeAny:
+ * the mode read from the header, 'div' its answer) and stored. */
+template <int C, int CF, int K, int Q, int MODE>
+__device__ __forceinline__ void conv2d_finish4(const fast_header &h, bool div, int y, int x,
+                                               const float (&sums)[Q][K][CF])
+{
+    constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
+    conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
+        if constexpr (MODE == kModeAny)
+            return div ? conv2d_value<MODE_DIV, COMB, K>(s, h) : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
+        else
+            return conv2d_value<MODE, COMB, K>(s, h);
+    });
+}
+
+/* The outputs of input row r, one function per path, called by
+ * conv2d_body4's step once row r's words are in 'mine': each adds the row
+ * to the sums in progress and finishes output row j = r - (M - 1) when it
+ * is complete (j >= 0), stored at 'out' (wide: the row's bytes at a
+ * running pointer, moved on a row) or through conv2d_store. */
+
+/* RGBA box masks as running sums: row r in, row r - M ('leaving') out. */
+template <int C, int CF, int Q, int M, int NWD>
+__device__ __forceinline__ void conv2d_running_step4(const fast_header &h, int r, int x, int y0,
+                                                     const unsigned (&mine)[NWD],
+                                                     const unsigned (&leaving)[NWD],
+                                                     conv2d_running4<Q, M> &sums, float mul, bool wide,
+                                                     unsigned char *&out, size_t row_bytes)
+{
+    static_assert(M <= 31 && row4<C, Q, M>::SW == row4<C, Q, M>::RAD, "the running sums' halo");
+    conv2d_running_row4<Q, M>(mine, leaving, sums);
+    if (r >= M - 1) {
+        float fv[Q][CF];
+        conv2d_running_finish4<CF, Q, M>(sums, mul, fv);
+        if (wide) {
+            unsigned given[Q * C / 4];  /* the copied channels' source words */
+            if constexpr (CF < C) {
+                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(h.src + (out - h.dst)));
+                given[0] = v.x, given[1] = v.y, given[2] = v.z, given[3] = v.w;
+            }
+            conv2d_store_wide<C, CF, Q>(out, fv, given);
+        } else {
+            conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv);
+        }
+        out += row_bytes;
+    }
+}
+
+/* The RGBA 3x3 gradient pairs in 16-bit lanes; alpha from the centre
+ * row's words, kept in lanes.own. */
+template <int C, int CF, int Q, int M, int G, int NWD>
+__device__ __forceinline__ void conv2d_gradient_step4(const fast_header &h, int r, int x, int y0,
+                                                      const unsigned (&mine)[NWD], conv2d_lanes4<Q> &lanes,
+                                                      const float (&mul)[2], bool wide, unsigned char *&out,
+                                                      size_t row_bytes)
+{
+    unsigned gx[Q][2], gy[Q][2];
+    conv2d_gradient_row4<G, Q>(mine, lanes, gx, gy);
+    if (r >= M - 1) {  /* output row r - 1 of the image's rows y0 - 1 .. */
+        float fv[Q][CF];
+        conv2d_gradient_finish4<CF, Q, G>(gx, gy, mul, fv);
+        if (wide)
+            conv2d_store_wide<C, CF, Q>(out, fv, lanes.own);
+        else
+            conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv, lanes.own);
+        out += row_bytes;
+    }
+#pragma unroll
+    for (int q = 0; q < Q; q++)
+        lanes.own[q] = mine[row4<C, Q, M>::SW + q];
+}
+
+/* The integer paths (DP4A, DP2A, the separable ones and their cascades):
+ * exact sums, finished by one FFMA (QUICK: one matrix prescaled with no
+ * offset, or over an odd integer; the cascades' sums are plain floats, not
+ * biased) or by conv2d_finish4. WIDE: the path may store at 'out'. */
+template <int C, int CF, int K, int M, int Q, int DP, int MODE, bool IN_RANGE, bool QUICK, bool CASCADE,
+          bool WIDE, int NWD>
+__device__ __forceinline__ void conv2d_integer_step4(const fast_args<K * M * M> &a, const fast_header &h, int r,
+                                                     int x, int y0, const unsigned (&mine)[NWD],
+                                                     int (&acc)[M][Q][K][CF], const float (&mul)[K],
+                                                     const float (&sub)[K], const float (&top)[K], bool div,
+                                                     bool wide, unsigned char *&out, size_t row_bytes)
+{
+    unsigned win[CF][Q][dp4<M>::WW];
+    conv2d_windows4<C, CF, Q, M>(mine, win);
+    if constexpr (!CASCADE)
+        conv2d_start_row4(acc[0]);  /* output row r starts */
+    /* the cascades: the sums of output row r - (M - 1), complete */
+    [[maybe_unused]] float done[Q][CF];
+    if constexpr (conv2d_separable4(DP)) {
+        float hf[Q][CF];
+        conv2d_row_pass4(a, win, hf);
+        conv2d_column_pass4<DP>(a, hf, acc, done);
+    } else {
+        conv2d_dp_rows4<DP>(a, win, acc);
+    }
+    const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+    if (j >= 0 && QUICK) {
+        float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
+        conv2d_quick_values4<MODE, IN_RANGE, CASCADE>(acc[M - 1], done, mul[0], top[0], fv);
+        if constexpr (WIDE) {
+            if (wide)
+                conv2d_store_wide<C, CF, Q>(out, fv);
+            else
+                conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+            out += row_bytes;
+        } else {
+            conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
+        }
+    } else if (j >= 0) {
+        float sums[Q][K][CF];
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+#pragma unroll
+            for (int k = 0; k < K; k++)
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    sums[q][k][c] = __fmaf_rn(__int_as_float(acc[M - 1][q][k][c]), mul[k], sub[k]);
+        conv2d_finish4<C, CF, K, Q, MODE>(h, div, y0 + j, x, sums);
+    }
+}
+
+/* The float path: row r's pixels (gathered where not fast) times every
+ * mask row; output row r - (M - 1) finished by conv2d_finish4. */
+template <int C, int CF, int K, int M, int Q, unsigned ZERO, int MODE, int NWD>
+__device__ __forceinline__ void conv2d_float_step4(const fast_args<K * M * M> &a, int r, int x, int y0, int ym,
+                                                   bool fast, bool div, const unsigned (&mine)[NWD],
+                                                   float (&acc)[M][Q][K][CF])
+{
+    float px[Q + M - 1][CF];
+    conv2d_pixels4<C, CF, Q, M>(a.h, ym, x, fast, mine, px);
+    conv2d_zero(acc[0]);
+    conv2d_float_rows4<ZERO>(a, px, acc);
+    const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
+    if (j >= 0)
+        conv2d_finish4<C, CF, K, Q, MODE>(a.h, div, y0 + j, x, acc[M - 1]);
+}
+
 /* conv2d_rows4 x steps output rows of Q columns per thread. Input rows
  * stream top to bottom in a loop that is not unrolled (a fully unrolled
  * strip was ~17 K instructions, and two thirds of the warps' cycles went
@@ -255,7 +394,18 @@ __device__ __forceinline__ void conv2d_shift_rows4(T (&acc)[M][Q][K][CF])
  * the accumulators shift by one. MODE: how the sums are scaled (for 3x3
  * masks the kernel picks one copy of the whole loop per mode, so that no
  * output branches on it; kModeAny: h.mode, tested per output). The gray
- * 3x3 gradient pairs also keep one copy per value of 'fast'. */
+ * 3x3 gradient pairs also keep one copy per value of 'fast' (the fast
+ * path's copy has no branch around the gathers: 7% on gray sobel, where
+ * RGBA sobel lost 2%, in lanes 4%, and gray box3 spilled).
+ *
+ * Running: inside the image, the next row to fetch is a pointer, one row
+ * further at each fetch (a pointer add, with the halo copies at constant
+ * offsets from it), except for RGBA 3x3 with alpha copied, which spilled
+ * at its 80 registers with the pointer's two. Wide stores: the quick
+ * outputs' rows, when every channel is computed and the row's bytes are
+ * aligned (fast: the rows' length; h.vec: both buffers), go at a running
+ * pointer, with no address arithmetic or alignment test per row; the same
+ * for the lanes kernels, whose copied channels come from registers. */
 template <int C, int CF, int K, int M, int Q, unsigned ZERO, int DP, int MODE, bool IN_RANGE = false>
 __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int x, int y0, int steps)
 {
@@ -264,8 +414,6 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     /* input rows of the thread's strip: 'steps' tiles of conv2d_rows4 rows,
      * one ring all the way down */
     const int IN = conv2d_rows4<C, K, M>() * steps + M - 1;
-    constexpr int N = Q + M - 1;
-    constexpr int COMB = K == 1 ? COMB_SUM : COMB_MAG;
     const bool fast_rt = h.aligned && x * C >= 4 * R::SW && (x + Q) * C + 4 * R::SW <= h.width * C;
     const size_t row_bytes = (size_t)h.width * C;
     const bool div = MODE == MODE_DIV || (MODE == kModeAny && h.mode == MODE_DIV);
@@ -284,16 +432,10 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
     const G ring((unsigned)__cvta_generic_to_shared(conv2d_shared4),
                  threadIdx.y * blockDim.x + threadIdx.x, blockDim.x * blockDim.y);
     const unsigned char *const column = h.src + (size_t)x * C;  /* the thread's bytes of row 0 */
-    /* inside: the next row to fetch, one row further at each fetch (a
-     * pointer add, with the halo copies at constant offsets from it), except
-     * for RGBA 3x3 with alpha copied, which spilled at its 80 registers
-     * with the pointer's two */
+    /* inside: the next row to fetch (running: see above) */
     constexpr bool running = !(C == 4 && CF == 3 && K == 1 && M == 3 && DP != 0);
     const unsigned char *next = running && inside ? column + (size_t)(y0 - R::RAD) * row_bytes : column;
-    /* the strip: 'fast' a constant where the kernel keeps two copies of
-     * its loop (the gray 3x3 gradient pairs: the fast path's copy has no
-     * branch around the gathers; 7% on gray sobel, where RGBA sobel lost
-     * 2%, in lanes 4%, and gray box3 spilled) */
+    /* the strip ('fast' a constant for the gray 3x3 gradient pairs) */
     auto strip = [&](auto fast_v) {
         const bool fast = fast_v;
         auto fetch = [&](int r) {  /* row r (each r once, in order) into its slot, as one group */
@@ -301,10 +443,8 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                 conv2d_fetch4(ring, r % S, next, false);
                 if constexpr (box_run)  /* row r - M, zeros before the first */
                     conv2d_fetch4(ring, S + r % S, r < M ? next : next - M * row_bytes, r < M);
-            } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address */
-                const int ym = row_of(r);
-                /* zeros for the integer paths, which read the slot as it is (the
-                 * float path tests ym itself) */
+            } else if (fast && r < rows) {  /* the constant border's row -1: row 0's address, */
+                const int ym = row_of(r);   /* zeros for the integer paths (the float path tests ym) */
                 conv2d_fetch4(ring, r % S, column + (size_t)max(ym, 0) * row_bytes, DP != 0 && ym < 0);
                 if constexpr (box_run) {
                     const int yo = r < M ? -1 : row_of(r - M);
@@ -316,42 +456,23 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
             conv2d_copy_commit();  /* an empty group past the last row keeps the count */
         };
         typename std::conditional<DP != 0, int, float>::type acc[M][Q][K][CF];
-        /* one matrix prescaled with no offset (gaussian): one FFMA and a clamp
-         * per output */
         constexpr bool quick = K == 1 && (MODE == MODE_PRESCALED_NO_OFFSET || MODE == MODE_DIV_ODD);
-        /* the cascades' sums are plain floats, not biased (kBinomial4, kBox4:
-         * kernels of one quick mode each) */
-        constexpr bool cascade = DP == kBinomial4 || DP == kBox4;
+        constexpr bool cascade = DP == kBinomial4 || DP == kBox4;  /* one quick mode each */
         static_assert((!cascade && !box_run && !IN_RANGE) || quick, "quick outputs only");
-        static_assert(!box_run || (C == 4 && K == 1 && MODE == MODE_DIV_ODD && IN_RANGE && M <= 31 &&
-                                   Q * C == 16 && R::SW == R::RAD),
+        static_assert(!box_run || (C == 4 && K == 1 && MODE == MODE_DIV_ODD && IN_RANGE && Q * C == 16),
                       "RGBA box masks over an odd integer, in range, 4 pixels a thread");
         [[maybe_unused]] conv2d_running4<Q, M> sums = conv2d_running4<Q, M>::start();
-        /* the gradient pairs in lanes: their own row passes and outputs */
         constexpr bool gradient = conv2d_gradient4(DP);
         static_assert(!gradient || (C == 4 && K == 2 && M == 3 && MODE == MODE_PRESCALED_NO_OFFSET),
                       "RGBA 3x3 gradient pairs, prescaled without offsets");
         [[maybe_unused]] conv2d_lanes4<Q> lanes = {};
-        /* those outputs' rows, when every channel is computed and the row's
-         * bytes are aligned (fast: the rows' length; h.vec: both buffers):
-         * one store at a running pointer, no address arithmetic or alignment
-         * test per row; the same for the lanes kernels, whose copied channels
-         * come from registers */
+        /* wide stores (see above) */
         constexpr bool kWide = ((quick && CF == C) || gradient || box_run) && (Q * C == 4 || Q * C == 8 || Q * C == 16);
         /* both unread where kWide is false (the float path, the DP4A gradient pairs) */
         [[maybe_unused]] const bool wide = kWide && fast && h.vec && h.cf == CF && x + Q <= h.width;
         [[maybe_unused]] unsigned char *out = h.dst + ((size_t)y0 * h.width + x) * C;  /* output row y0 */
         float mul[K], sub[K], top[K];
         conv2d_scales4<MODE == MODE_DIV_ODD || cascade>(h, div, mul, sub, top);
-        auto finish = [&](int y, const float (&sums)[Q][K][CF]) {
-            conv2d_finish_row<C, CF, K, Q>(sums, h, y, x, [&](const float (&s)[K]) {
-                if constexpr (MODE == kModeAny)
-                    return div ? conv2d_value<MODE_DIV, COMB, K>(s, h)
-                               : conv2d_value<MODE_PRESCALED, COMB, K>(s, h);
-                else
-                    return conv2d_value<MODE, COMB, K>(s, h);
-            });
-        };
         auto step = [&](int r) {
             fetch(r + S - 1);  /* into the slot row r - 1 left */
             unsigned mine[R::NWD];
@@ -367,90 +488,19 @@ __device__ __forceinline__ void conv2d_body4(const fast_args<K * M * M> &a, int 
                     const int ym[2] = {row_of(r), r < M ? -1 : row_of(r - M)};
                     conv2d_gather_pair4<Q, M>(h, ym, x, mine, leaving);
                 }
-                conv2d_running_row4<Q, M>(mine, leaving, sums);
-                if (r >= M - 1) {  /* output row r - (M - 1) */
-                    float fv[Q][CF];
-                    conv2d_running_finish4<CF, Q, M>(sums, mul[0], fv);
-                    if (wide) {
-                        unsigned given[Q * C / 4];  /* the copied channels' source words */
-                        if constexpr (CF < C) {
-                            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(h.src + (out - h.dst)));
-                            given[0] = v.x, given[1] = v.y, given[2] = v.z, given[3] = v.w;
-                        }
-                        conv2d_store_wide<C, CF, Q>(out, fv, given);
-                    } else {
-                        conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv);
-                    }
-                    out += row_bytes;
-                }
+                conv2d_running_step4<C, CF, Q, M>(h, r, x, y0, mine, leaving, sums, mul[0], wide, out, row_bytes);
             } else if constexpr (gradient) {
                 if (!fast)
                     conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
-                unsigned gx[Q][2], gy[Q][2];
-                conv2d_gradient_row4<DP - kGradient4, Q>(mine, lanes, gx, gy);
-                if (r >= M - 1) {  /* output row r - 1 of the image's rows y0 - 1 .. */
-                    float fv[Q][CF];
-                    conv2d_gradient_finish4<CF, Q, DP - kGradient4>(gx, gy, mul, fv);
-                    /* alpha from the centre row's words, still in registers */
-                    if (wide)
-                        conv2d_store_wide<C, CF, Q>(out, fv, lanes.own);
-                    else
-                        conv2d_store<C, CF, Q>(h, y0 + r - (M - 1), x, fv, lanes.own);
-                    out += row_bytes;
-                }
-#pragma unroll
-                for (int q = 0; q < Q; q++)
-                    lanes.own[q] = mine[R::SW + q];
+                conv2d_gradient_step4<C, CF, Q, M, DP - kGradient4>(h, r, x, y0, mine, lanes, mul, wide, out,
+                                                                    row_bytes);
             } else if constexpr (DP) {
                 if (!fast)
                     conv2d_gather4<C, Q, M>(h, row_of(r), x, mine);
-                constexpr int WW = dp4<M>::WW;
-                unsigned win[CF][Q][WW];
-                conv2d_windows4<C, CF, Q, M>(mine, win);
-                if constexpr (!cascade)
-                    conv2d_start_row4(acc[0]);  /* output row r starts */
-                /* the cascades: the sums of output row r - (M - 1), complete */
-                [[maybe_unused]] float done[Q][CF];
-                if constexpr (conv2d_separable4(DP)) {
-                    float hf[Q][CF];
-                    conv2d_row_pass4(a, win, hf);
-                    conv2d_column_pass4<DP>(a, hf, acc, done);
-                } else {
-                    conv2d_dp_rows4<DP>(a, win, acc);
-                }
-                const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-                if (j >= 0 && quick) {
-                    float fv[Q][CF];  /* the bytes, as conv2d_value returns them */
-                    conv2d_quick_values4<MODE, IN_RANGE, cascade>(acc[M - 1], done, mul[0], top[0], fv);
-                    if constexpr (kWide) {
-                        if (wide)
-                            conv2d_store_wide<C, CF, Q>(out, fv);
-                        else
-                            conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
-                        out += row_bytes;
-                    } else {
-                        conv2d_store<C, CF, Q>(h, y0 + j, x, fv);
-                    }
-                } else if (j >= 0) {
-                    float sums[Q][K][CF];
-#pragma unroll
-                    for (int q = 0; q < Q; q++)
-#pragma unroll
-                        for (int k = 0; k < K; k++)
-#pragma unroll
-                            for (int c = 0; c < CF; c++)
-                                sums[q][k][c] =
-                                    __fmaf_rn(__int_as_float(acc[M - 1][q][k][c]), mul[k], sub[k]);
-                    finish(y0 + j, sums);
-                }
+                conv2d_integer_step4<C, CF, K, M, Q, DP, MODE, IN_RANGE, quick, cascade, kWide>(
+                    a, h, r, x, y0, mine, acc, mul, sub, top, div, wide, out, row_bytes);
             } else {
-                float px[N][CF];
-                conv2d_pixels4<C, CF, Q, M>(h, row_of(r), x, fast, mine, px);
-                conv2d_zero(acc[0]);
-                conv2d_float_rows4<ZERO>(a, px, acc);
-                const int j = r - (M - 1);  /* acc[M - 1] is output row j, complete now */
-                if (j >= 0)
-                    finish(y0 + j, acc[M - 1]);
+                conv2d_float_step4<C, CF, K, M, Q, ZERO, MODE>(a, r, x, y0, row_of(r), fast, div, mine, acc);
             }
             if constexpr (!cascade && !gradient && !box_run)  /* (those move their own) */
                 conv2d_shift_rows4(acc);  /* the rows in progress move one older */
