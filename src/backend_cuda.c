@@ -1,7 +1,7 @@
 /* backend_cuda.c - host side of the GPU backend: device, buffers,
- * launches (the tile rule: tile_rule.c; --tile sweep: cuda_sweep.c). One upload and
- * one download per image; every operation in between runs on device
- * buffers (two, used in turn).
+ * launches (the tile rule: tile_rule.c; --tile sweep: cuda_sweep.c). One
+ * upload and one download per image; every operation in between runs on
+ * device buffers (two, used in turn).
  *
  * An image whose two buffers do not fit the GPU memory budget (what the
  * device has free, or --gpu-memory) is processed in strips: it stays in host
