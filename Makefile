@@ -315,7 +315,7 @@ plan-dump: $(BUILD)/plan-dump
 $(BUILD)/obj/plan_fake_device.o: tools/plan_fake_device.c | $(BUILD)/obj
 	$(CC) $(WARN) -O2 -I$(CUDA_HOME)/include -c -o $@ $<
 
-$(BUILD)/obj/plan_dump.o: tools/plan_dump.cu kernels/conv2d_planner.h src/cuda_backend.h $(CONV2D_HEADERS) | $(BUILD)/obj
+$(BUILD)/obj/plan_dump.o: tools/plan_dump.cu kernels/conv2d_planner.h src/tile_rule.h $(CONV2D_HEADERS) | $(BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc $(STB_CFLAGS) -c -o $@ $<
 
 # linked against the shared runtime, whose calls the fake device replaces

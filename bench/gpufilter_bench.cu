@@ -360,9 +360,17 @@ static void parse_options(int argc, char **argv)
 
 static cudaDeviceProp g_prop;
 
+/* The tile rule's last refusal, without the program's name. */
+static std::string tile_rule_error()
+{
+    (void)cudaGetLastError();
+    const char *why = gf_error();
+    return strncmp(why, "gpufilter: ", 11) ? why : why + 11;
+}
+
 /* The tile of one version: --tile V:WxH, else --tile WxH, else the tool's
- * own (tile_rule.c's gf_tile_choose on this device); "" or why the rule
- * found none. */
+ * own (tile_rule.c's gf_tile_choose on this device); "" where it launches
+ * here, else why not (gf_tile_fits, as the tool refuses a tile). */
 static std::string tile_of(int version, conv2d_launch *q)
 {
     if (g_opt.version_tile.size() >= (size_t)(2 * version + 2) && g_opt.version_tile[2 * version] > 0) {
@@ -372,11 +380,9 @@ static std::string tile_of(int version, conv2d_launch *q)
         q->tile_width = g_opt.tile_width;
         q->tile_height = g_opt.tile_height;
     } else if (gf_tile_choose(&g_prop, version, q) < 0) {
-        (void)cudaGetLastError();
-        const char *why = gf_error();
-        return strncmp(why, "gpufilter: ", 11) ? why : why + 11;
+        return tile_rule_error();
     }
-    return "";
+    return gf_tile_fits(&g_prop, version, q, NULL) < 0 ? tile_rule_error() : "";
 }
 
 /* Named masks are looked up next to the executable (build/../masks); the
@@ -968,19 +974,6 @@ static conv2d_launch conv2d_launch_of(const Config &cfg, const gf_mask &m, const
     return p;
 }
 
-/* What stands in the way of timing version v at launch q: "" when nothing
- * does, else the note of its skipped row. */
-static std::string conv2d_unrunnable(int v, const conv2d_launch &q, const std::string &tile)
-{
-    if (!conv2d_supports(v, &q))
-        return "skipped: conv2d_supports() = 0 for this mask and " + tile;
-    const size_t shared = conv2d_shared_bytes(v, &q);
-    if (shared > g_prop.sharedMemPerBlockOptin)
-        return format("skipped: tile %dx%d needs %zu B of shared memory; the device allows %zu",
-                      q.tile_width, q.tile_height, shared, (size_t)g_prop.sharedMemPerBlockOptin);
-    return "";
-}
-
 /* One row: version v of the ladder on launch p (its tile from tile_of),
  * checked against the reference bands, then timed. */
 static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_launch &p, int v,
@@ -1000,9 +993,8 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
         set_last_tile(q);
     };
     const std::string tile = format("tile %dx%d", q.tile_width, q.tile_height);
-    const std::string skipped = no_tile.empty() ? conv2d_unrunnable(v, q, tile) : "skipped: " + no_tile;
-    if (!skipped.empty()) {
-        row(Timing(), skipped);
+    if (!no_tile.empty()) {
+        row(Timing(), "skipped: " + no_tile);
         return;
     }
     const size_t scratch = conv2d_scratch_bytes(v, &q);

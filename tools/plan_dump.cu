@@ -24,8 +24,9 @@
 #include "conv2d_planner.h"
 extern "C" {
 #include "builtin_masks.h"
-#include "cuda_backend.h"
 #include "mask.h"
+#include "tile_rule.h"
+#include "util.h"
 }
 
 extern "C" int plan_dump_queries_fail;
@@ -266,25 +267,25 @@ static int describe(int version, const conv2d_launch *p, char *line, size_t size
     return n;
 }
 
-/* The backend's view of the fake device: the limits the tile rule reads. */
-static cuda_backend fake_backend()
+/* The fake device's properties: the limits the tile rule reads. */
+static cudaDeviceProp fake_device()
 {
-    cuda_backend b;
-    memset(static_cast<void *>(&b), 0, sizeof b);
-    b.prop.maxThreadsPerBlock = 1024;
-    b.prop.maxThreadsDim[0] = b.prop.maxThreadsDim[1] = 1024;
-    b.prop.maxThreadsDim[2] = 64;
-    b.prop.sharedMemPerBlockOptin = 232448;
-    b.prop.maxThreadsPerMultiProcessor = 2048;
-    strcpy(b.prop.name, "fake H100");
-    return b;
+    cudaDeviceProp d;
+    memset(static_cast<void *>(&d), 0, sizeof d);
+    d.maxThreadsPerBlock = 1024;
+    d.maxThreadsDim[0] = d.maxThreadsDim[1] = 1024;
+    d.maxThreadsDim[2] = 64;
+    d.sharedMemPerBlockOptin = 232448;
+    d.maxThreadsPerMultiProcessor = 2048;
+    strcpy(d.name, "fake H100");
+    return d;
 }
 
 /* One line: the tile rule's answer for a launch without a tile. */
-static int describe_tile_rule(const cuda_backend *b, int version, conv2d_launch p, char *line, size_t size)
+static int describe_tile_rule(const cudaDeviceProp *d, int version, conv2d_launch p, char *line, size_t size)
 {
     p.tile_width = p.tile_height = 0;
-    const int r = gf_tile_choose(&b->prop, version, &p);
+    const int r = gf_tile_choose(d, version, &p);
     return snprintf(line, size, "v%d rule %d %dx%d", version, r, p.tile_width, p.tile_height);
 }
 
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
     const int sizes[][2] = {{1, 1}, {7, 5}, {33, 17}, {640, 480}, {4000, 3000}, {8192, 8192}, {1000, 1}, {1, 1000}};
     const int tws[] = {8, 16, 32, 64, 128, 256, 512}, ths[] = {4, 8, 16, 32, 64, 128};
     const int layouts[][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {4, 3}};
-    const cuda_backend backend = fake_backend();
+    const cudaDeviceProp device = fake_device();
     long count = 0;
     for (const mask &m : masks()) {
         conv2d_mask_facts facts;
@@ -318,7 +319,7 @@ int main(int argc, char **argv)
                             }
                     for (int version = 0; version <= 4; version++) {
                         char line[256];
-                        const int n = describe_tile_rule(&backend, version,
+                        const int n = describe_tile_rule(&device, version,
                                                          launch_of(m, &facts, layout, border, size, 0, 0),
                                                          line, sizeof line);
                         if (lines_wanted)
