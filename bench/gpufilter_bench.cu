@@ -56,8 +56,10 @@
 #endif
 
 #include "kernels.h"
+#include "conv2d_large.h"
 extern "C" {
 #include "backend.h"
+#include "cpu_conv.h"
 #include "mask.h"
 #include "tile_rule.h"
 #include "util.h"
@@ -699,8 +701,14 @@ static std::vector<Band> reference_bands(const Config &cfg, const gf_mask &m)
             continue;
         const int s0 = std::max(0, y0 - above), s1 = std::min(cfg.height, y0 + rows + below);
         std::vector<unsigned char> slice((size_t)(s1 - s0) * line);
-        gf_conv2d_cpu(cfg.host.data() + (size_t)s0 * line, slice.data(), cfg.width, s1 - s0,
-                      cfg.channels, cfg.channels, &m, GF_BORDER_NEAREST);
+        if (gf_mask_is_large(&m)) {  /* the reference's bytes but for ties (cpu_conv.h), sooner */
+            if (gf_conv2d_fast(cfg.host.data() + (size_t)s0 * line, slice.data(), cfg.width, s1 - s0,
+                               cfg.channels, cfg.channels, &m, GF_BORDER_NEAREST, 0) < 0)
+                die(1, "out of memory for the CPU reference");
+        } else {
+            gf_conv2d_cpu(cfg.host.data() + (size_t)s0 * line, slice.data(), cfg.width, s1 - s0,
+                          cfg.channels, cfg.channels, &m, GF_BORDER_NEAREST);
+        }
         Band b;
         b.y0 = y0;
         b.rows = rows;
@@ -1038,8 +1046,62 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
     row(t, note);
 }
 
+/* A mask past 31x31 (or an unsharp combine): the method the tool runs
+ * (conv2d_large.cu), checked against the reference bands, then timed. */
+static void bench_conv2d_large(Config &cfg, const gf_mask &m, const std::vector<Band> &bands,
+                               const Peer &peer)
+{
+    const int method = conv2d_large_method_for(&m);
+    const std::string label = format("%s %dx%d", m.name, m.width, m.height);
+    const std::string what = format("running conv2d %s %s", conv2d_large_method_name(method), m.name);
+    progress(cfg, what.c_str());
+    conv2d_large_launch p;
+    conv2d_large_launch_of(&m, cfg.width, cfg.height, cfg.channels, cfg.channels, GF_BORDER_NEAREST, &p);
+    const DeviceMask dm(m);
+    p.weights = dm.d_weights;
+    p.row = dm.d_row;
+    p.column = dm.d_column;
+    const size_t scratch = conv2d_large_scratch_bytes(method, &p);
+    if (scratch)
+        CHECK(cudaMalloc(&p.scratch, scratch), format("allocating %zu bytes of conv2d scratch", scratch));
+    p.src = cfg.in[0];
+    p.dst = cfg.out[0];
+    CHECK(conv2d_large_gpu(method, &p, g_stream), what);
+    Diff d = compare_bands(cfg, p.dst, bands);
+    if (!d.acceptable())
+        die(1, "conv2d %s %s differs from the CPU reference: %s", conv2d_large_method_name(method),
+            m.name, describe_diff(d).c_str());
+    std::string note = d.off_by_one ? format("%zu of %zu checked values off by 1", d.off_by_one, d.total) : "";
+    Timing t = time_runs(
+        [&](int i) {
+            conv2d_large_launch r = p;
+            r.src = cfg.in[i % cfg.buffers];
+            r.dst = cfg.out[i % cfg.buffers];
+            return conv2d_large_gpu(method, &r, g_stream);
+        },
+        what);
+    cudaFree(p.scratch);
+    add_row(cfg, "conv2d", conv2d_large_method_name(method), label, t, 2.0 * (double)cfg.bytes,
+            (double)cfg.pixels, peer, note);
+}
+
 static void bench_conv2d(Config &cfg, const gf_mask &m)
 {
+    if (gf_mask_is_large(&m)) {
+        progress(cfg, format("conv2d %s: CPU reference bands", m.name).c_str());
+        const std::vector<Band> bands = reference_bands(cfg, m);
+        Peer peer;
+#ifdef GF_HAVE_NPP
+        /* NPP has no separable or running-sum filter: its 2-D filter only
+         * beside the masks the direct method runs */
+        if (conv2d_large_method_for(&m) == CONV2D_LARGE_DIRECT && m.combine != GF_COMBINE_UNSHARP) {
+            progress(cfg, format("conv2d %s: NPP", m.name).c_str());
+            peer = npp_conv2d(cfg, m, bands);
+        }
+#endif
+        bench_conv2d_large(cfg, m, bands, peer);
+        return;
+    }
     progress(cfg, format("conv2d %s: CPU reference bands", m.name).c_str());
     const DeviceMask dm(m);
     conv2d_launch p = conv2d_launch_of(cfg, m, dm);

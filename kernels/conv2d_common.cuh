@@ -94,7 +94,7 @@ struct fast_header {
 
 namespace {
 
-constexpr int kMaxMask = GF_MASK_MAX_SIZE;  /* 31 */
+constexpr int kMaxMask = GF_MASK_SMALL_SIZE;  /* 31 */
 constexpr int kMaxThreads = 256;            /* per block (each family caps its registers) */
 constexpr float kMagic = 8388608.0f;        /* 2^23 */
 /* Weights that travel as kernel parameters: the header plus 980 floats make

@@ -33,8 +33,12 @@ double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int 
         case GF_COMBINE_MAGNITUDE: v += r * r; break;
         case GF_COMBINE_MAX: v = k == 0 ? r : fmax(v, r); break;
         case GF_COMBINE_MIN: v = k == 0 ? r : fmin(v, r); break;
-        default: v += r; break;  /* NONE (one matrix) and SUM */
+        default: v += r; break;  /* NONE (one matrix), SUM and UNSHARP's blur */
         }
+    }
+    if (mask->combine == GF_COMBINE_UNSHARP) {
+        const double s = src[((size_t)y * width + x) * channels + c], d = s - v;
+        return fabs(d) >= mask->threshold ? s + mask->amount * d : s;
     }
     return mask->combine == GF_COMBINE_MAGNITUDE ? sqrt(v) : v;
 }

@@ -361,6 +361,13 @@ static int direct_runs(const conv2d_launch *p)
 int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
                             int channels_filtered, conv2d_launch *p, int *version)
 {
+    if (gf_mask_is_large(mask)) {
+        gf_set_error("mask %s is %dx%d%s: --tile applies to masks of up to %dx%d", mask->name,
+                     mask->width, mask->height,
+                     mask->combine == GF_COMBINE_UNSHARP ? " with an unsharp combine" : "",
+                     GF_MASK_SMALL_SIZE, GF_MASK_SMALL_SIZE);
+        return -2;
+    }
     *p = (conv2d_launch){
         .width = b->width,
         .height = b->height,
@@ -412,9 +419,11 @@ static int launch_convolve(cuda_backend *b, int version, const gf_mask *mask, co
     return 0;
 }
 
-/* A convolution in strips: each band of output rows is computed from a
- * device copy of its input rows plus the halo, mapped through the border. */
-static int convolve_strips(cuda_backend *b, int version, const gf_mask *mask, conv2d_launch *p)
+/* A filter in strips: each band of output rows is computed (by band, on a
+ * device copy of its input rows plus the halo of a mask_height-row mask,
+ * mapped through the border) and downloaded. */
+int gf_cuda_filter_strips(cuda_backend *b, const gf_mask *mask, gf_border border,
+                          gf_cuda_band_filter band, void *job)
 {
     const int halo = mask->height - 1, above = mask->height / 2;
     if (b->strip_rows < (size_t)mask->height) {
@@ -426,17 +435,14 @@ static int convolve_strips(cuda_backend *b, int version, const gf_mask *mask, co
     if (ensure_second_host_buffer(b) < 0)
         return -1;
     const size_t line = gf_cuda_row_bytes(b);
-    const int band = (int)b->strip_rows - halo;
+    const int rows_each = (int)b->strip_rows - halo;
     unsigned char *out = b->host[1 - b->host_current];
-    for (int y0 = 0; y0 < b->height; y0 += band) {
-        const int rows = b->height - y0 < band ? b->height - y0 : band;
-        if (load_rows(b, b->buffer[0], y0 - above, rows + halo, (gf_border)p->border) < 0)
+    for (int y0 = 0; y0 < b->height; y0 += rows_each) {
+        const int rows = b->height - y0 < rows_each ? b->height - y0 : rows_each;
+        if (load_rows(b, b->buffer[0], y0 - above, rows + halo, border) < 0)
             return -1;
         /* the band's own border rows are never read for the rows kept */
-        p->src = b->buffer[0];
-        p->dst = b->buffer[1];
-        p->height = rows + halo;
-        if (launch_convolve(b, version, mask, p) < 0)
+        if (band(b, job, b->buffer[0], b->buffer[1], rows + halo) < 0)
             return -1;
         CUDA_CHECK(copy_to_host(b, out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
                               (size_t)rows * line), "downloading a strip");
@@ -445,17 +451,37 @@ static int convolve_strips(cuda_backend *b, int version, const gf_mask *mask, co
     return 0;
 }
 
+typedef struct {
+    int version;
+    const gf_mask *mask;
+    conv2d_launch *launch;
+} small_band_job;
+
+static int convolve_band(cuda_backend *b, void *job, const unsigned char *src, unsigned char *dst,
+                         int height)
+{
+    small_band_job *j = job;
+    j->launch->src = src;
+    j->launch->dst = dst;
+    j->launch->height = height;
+    return launch_convolve(b, j->version, j->mask, j->launch);
+}
+
 static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
                          int channels_filtered)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (gf_mask_is_large(mask))
+        return gf_cuda_convolve_large(b, mask, border, channels_filtered);
     conv2d_launch p;
     int version;
     int status = gf_cuda_prepare_convolve(b, mask, border, channels_filtered, &p, &version);
     if (status < 0)
         return status;
-    if (b->strips)
-        return convolve_strips(b, version, mask, &p);
+    if (b->strips) {
+        small_band_job job = {version, mask, &p};
+        return gf_cuda_filter_strips(b, mask, border, convolve_band, &job);
+    }
     p.src = b->buffer[b->current];
     p.dst = b->buffer[1 - b->current];
     if (launch_convolve(b, version, mask, &p) < 0)
@@ -717,9 +743,9 @@ static int cuda_open(cuda_backend *b)
     CUDA_CHECK(cudaSetDevice(b->options.device), "selecting the device");
     CUDA_CHECK(cudaGetDeviceProperties(&b->prop, b->options.device), "reading device properties");
     CUDA_CHECK(cudaMalloc((void **)&b->weights,
-                          GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS * sizeof(float)),
+                          GF_MASK_MAX_MATRICES * GF_MASK_SMALL_SIZE * GF_MASK_SMALL_SIZE * sizeof(float)),
                "allocating the mask buffer");
-    CUDA_CHECK(cudaMalloc((void **)&b->factors, 2 * GF_MASK_MAX_SIZE * sizeof(float)),
+    CUDA_CHECK(cudaMalloc((void **)&b->factors, 2 * GF_MASK_SMALL_SIZE * sizeof(float)),
                "allocating the mask buffer");
     CUDA_CHECK(cudaMalloc((void **)&b->hist, 4 * GF_BINS * sizeof *b->hist), "allocating histograms");
     CUDA_CHECK(cudaMalloc((void **)&b->cdf, 4 * GF_BINS * sizeof *b->cdf), "allocating histograms");

@@ -26,10 +26,14 @@
 
 typedef struct {
     gf_cpu_path path;
-    int32_t taps[GF_MASK_MAX_MATRICES][GF_MASK_MAX_TAPS]; /* GF_CPU_INTEGER */
-    int32_t row[GF_MASK_MAX_SIZE], column[GF_MASK_MAX_SIZE]; /* GF_CPU_SEPARABLE */
+    int32_t *taps[GF_MASK_MAX_MATRICES]; /* integer weights, width * height each */
+    int32_t *row, *column;               /* GF_CPU_SEPARABLE: integer factors */
     int row_constant, column_constant;
     int float_magnitude;  /* GF_CPU_INTEGER: finished in floats, exactly (float_magnitude_exact) */
+    /* Masks past GF_MASK_SMALL_SIZE that factor: the column pass first,
+     * straight from the source rows, then the row pass over that one row,
+     * so that a band's memory is a few rows whatever the mask's height. */
+    int columns_first;
 } conv_plan;
 
 typedef struct {
@@ -54,6 +58,8 @@ static int integer_taps(const gf_mask *mask, conv_plan *plan)
 {
     const int taps = mask->width * mask->height;
     for (int k = 0; k < mask->count; k++) {
+        if (!(plan->taps[k] = malloc((size_t)taps * sizeof(int32_t))))
+            return 0;
         double total = 0.0;
         for (int i = 0; i < taps; i++) {
             const double w = mask->weights[k][i];
@@ -97,6 +103,10 @@ static int integer_factors(const gf_mask *mask, conv_plan *plan)
         if (w[i])
             y0 = i / mw, x0 = i % mw;
     if (y0 < 0 || mask->count != 1 || mw < 2 || mh < 2)
+        return 0;
+    plan->row = malloc((size_t)mw * sizeof(int32_t));
+    plan->column = malloc((size_t)mh * sizeof(int32_t));
+    if (!plan->row || !plan->column)
         return 0;
     long long g = 0;
     for (int x = 0; x < mw; x++)
@@ -152,13 +162,35 @@ static int float_magnitude_exact(const gf_mask *mask)
     return squares < (double)(1 << 24);
 }
 
+static int past_small_size(const gf_mask *mask)
+{
+    return mask->width > GF_MASK_SMALL_SIZE || mask->height > GF_MASK_SMALL_SIZE;
+}
+
+static void free_plan(conv_plan *plan)
+{
+    if (!plan)
+        return;
+    for (int k = 0; k < GF_MASK_MAX_MATRICES; k++)
+        free(plan->taps[k]);
+    free(plan->row);
+    free(plan->column);
+    free(plan);
+}
+
 static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
-    if (!integer_taps(mask, plan))
-        return plan->path = GF_CPU_DOUBLE;
+    if (!integer_taps(mask, plan)) {
+        const int factors = mask->separable && mask->count == 1 && past_small_size(mask);
+        plan->columns_first = factors;
+        return plan->path = factors ? GF_CPU_SEPARABLE_DOUBLE : GF_CPU_DOUBLE;
+    }
     plan->float_magnitude = float_magnitude_exact(mask);
-    return plan->path = integer_factors(mask, plan) ? GF_CPU_SEPARABLE : GF_CPU_INTEGER;
+    if (!integer_factors(mask, plan))
+        return plan->path = GF_CPU_INTEGER;
+    plan->columns_first = past_small_size(mask);
+    return plan->path = GF_CPU_SEPARABLE;
 }
 
 static int nonzero_taps(const gf_mask *mask)
@@ -172,6 +204,8 @@ static int nonzero_taps(const gf_mask *mask)
 
 static int path_taps(const gf_mask *mask, const conv_plan *plan)
 {
+    if (plan->path == GF_CPU_SEPARABLE_DOUBLE)
+        return mask->width + mask->height;
     if (plan->path != GF_CPU_SEPARABLE)
         return nonzero_taps(mask);
     int taps = plan->row_constant ? 2 : 0;
@@ -190,7 +224,7 @@ gf_cpu_path gf_cpu_conv_path(const gf_mask *mask, int *taps)
     gf_cpu_path path = plan ? make_plan(mask, plan) : GF_CPU_DOUBLE;
     if (taps)
         *taps = plan ? path_taps(mask, plan) : nonzero_taps(mask);
-    free(plan);
+    free_plan(plan);
     return path;
 }
 
@@ -199,6 +233,7 @@ const char *gf_cpu_path_name(gf_cpu_path path)
     switch (path) {
     case GF_CPU_INTEGER: return "integer";
     case GF_CPU_SEPARABLE: return "separable integer";
+    case GF_CPU_SEPARABLE_DOUBLE: return "separable double";
     default: return "double";
     }
 }
@@ -285,11 +320,25 @@ static void pass_alpha(const band_job *job, int y, int n)
             out[i] = in[i];
 }
 
+/* GF_COMBINE_UNSHARP: the blur b in t becomes s + amount (s - b) where
+ * |s - b| >= threshold, s the source value; else s. */
+static void unsharp_row(const band_job *job, int y, double *t, int n)
+{
+    const unsigned char *s = job->src + (size_t)y * n;
+    const double amount = job->mask->amount, threshold = job->mask->threshold;
+    for (int i = 0; i < n; i++) {
+        const double d = (double)s[i] - t[i];
+        t[i] = fabs(d) >= threshold ? s[i] + amount * d : s[i];
+    }
+}
+
 static void store_row(const band_job *job, int y, double *t, int32_t *rounded, int n)
 {
     if (job->mask->combine == GF_COMBINE_MAGNITUDE)
         for (int i = 0; i < n; i++)
             t[i] = sqrt(t[i]);
+    if (job->mask->combine == GF_COMBINE_UNSHARP)
+        unsharp_row(job, y, t, n);
     round_row(t, rounded, job->dst + (size_t)y * n, n);
     pass_alpha(job, y, n);
 }
@@ -306,6 +355,8 @@ typedef struct {
     double *response, *combined;
     int32_t *rounded;
     int32_t *zeros;         /* the constant border's rows */
+    void *columns;          /* columns_first: the column pass's row (int32_t or double) */
+    void *padded_columns;   /* that row extended by the border, as pad_row */
 } band_scratch;
 
 static void free_scratch(band_scratch *s)
@@ -314,6 +365,7 @@ static void free_scratch(band_scratch *s)
     for (int k = 0; k < GF_MASK_MAX_MATRICES; k++)
         free(s->isum[k]), free(s->dsum[k]);
     free(s->response), free(s->combined), free(s->rounded), free(s->zeros);
+    free(s->columns), free(s->padded_columns);
 }
 
 static int alloc_scratch(const band_job *job, band_scratch *s)
@@ -322,7 +374,7 @@ static int alloc_scratch(const band_job *job, band_scratch *s)
     const size_t padded_bytes = (size_t)(job->width + job->mask->width - 1) * job->channels;
     const int mh = job->mask->height;
     const int separable = job->plan->path == GF_CPU_SEPARABLE;
-    const int padded_rows = separable ? 1 : mh;
+    const int padded_rows = separable || job->plan->columns_first ? 1 : mh;
     memset(s, 0, sizeof *s);
     s->padded = malloc(padded_bytes * padded_rows);
     s->padded_tag = malloc(sizeof(int) * (mh + 1));
@@ -333,10 +385,14 @@ static int alloc_scratch(const band_job *job, band_scratch *s)
     s->zeros = calloc(n > padded_bytes ? n : padded_bytes, sizeof(int32_t));
     int ok = s->padded && s->padded_tag && s->line_tag && s->response && s->combined &&
              s->rounded && s->zeros;
-    if (separable)
+    if (job->plan->columns_first)
+        ok = ok && (s->columns = malloc(n * sizeof(double))) &&
+             (s->padded_columns = malloc(padded_bytes * sizeof(double)));
+    else if (separable)
         ok = ok && (s->lines = malloc(n * sizeof(int32_t) * (mh + 1)));
     for (int k = 0; k < job->mask->count && ok; k++)
-        ok = job->plan->path == GF_CPU_DOUBLE ? (s->dsum[k] = malloc(n * sizeof(double))) != NULL
+        ok = job->plan->path == GF_CPU_DOUBLE || job->plan->path == GF_CPU_SEPARABLE_DOUBLE
+                 ? (s->dsum[k] = malloc(n * sizeof(double))) != NULL
                                               : (s->isum[k] = malloc(n * sizeof(int32_t))) != NULL;
     if (!ok) {
         free_scratch(s);
@@ -542,6 +598,128 @@ static void separable_band(const band_job *job, band_scratch *s)
     }
 }
 
+/* ---- columns first: masks past GF_MASK_SMALL_SIZE that factor ------------ */
+
+/* The source row of virtual row v, or NULL for the constant border's zeros. */
+static const unsigned char *source_row(const band_job *job, int v)
+{
+    const int sy = gf_border_index(v, job->height, job->border);
+    return sy < 0 ? NULL : job->src + (size_t)sy * job->width * job->channels;
+}
+
+/* The column pass's row extended by the border, as pad_row does for bytes:
+ * padded[p] is column p - ax (the border commutes with the column pass). */
+#define DEFINE_PAD_COLUMNS(name, type)                                                  \
+    static void name(const band_job *job, const type *row, type *padded)               \
+    {                                                                                  \
+        const int ch = job->channels, w = job->width, ax = job->mask->width / 2;       \
+        for (int p = 0; p < w + job->mask->width - 1; p++) {                           \
+            const int sx = gf_border_index(p - ax, w, job->border);                    \
+            for (int c = 0; c < ch; c++)                                               \
+                padded[(size_t)p * ch + c] = sx < 0 ? 0 : row[(size_t)sx * ch + c];    \
+        }                                                                              \
+    }
+DEFINE_PAD_COLUMNS(pad_int_columns, int32_t)
+DEFINE_PAD_COLUMNS(pad_double_columns, double)
+
+/* columns = sum over my of column[my] * source row y + my - ay, exactly;
+ * a constant column is a running sum kept from the row before. */
+static void integer_columns(const band_job *job, int y, int32_t *columns)
+{
+    const conv_plan *plan = job->plan;
+    const int n = job->width * job->channels, mh = job->mask->height, ay = mh / 2;
+    if (plan->column_constant && y > job->y0) {
+        const unsigned char *in = source_row(job, y + mh - 1 - ay), *out = source_row(job, y - 1 - ay);
+        if (in)
+            for (int i = 0; i < n; i++)
+                columns[i] += in[i];
+        if (out)
+            for (int i = 0; i < n; i++)
+                columns[i] -= out[i];
+        return;
+    }
+    memset(columns, 0, (size_t)n * sizeof *columns);
+    for (int my = 0; my < mh; my++) {
+        const int32_t w = plan->column_constant ? 1 : plan->column[my];
+        const unsigned char *p = source_row(job, y + my - ay);
+        if (w && p)
+            for (int i = 0; i < n; i++)
+                columns[i] += w * p[i];
+    }
+}
+
+/* acc[x * ch + c] = sum over mx of row[mx] * padded[(x + mx) * ch + c]. */
+static void integer_row_pass(const band_job *job, const int32_t *padded, int32_t *acc)
+{
+    const conv_plan *plan = job->plan;
+    const int ch = job->channels, n = job->width * ch, mw = job->mask->width;
+    if (plan->row_constant) {
+        for (int c = 0; c < ch; c++) {
+            int32_t sum = 0;
+            for (int mx = 0; mx < mw; mx++)
+                sum += padded[mx * ch + c];
+            acc[c] = sum;
+            for (int x = 1; x < job->width; x++) {
+                sum += padded[(size_t)(x + mw - 1) * ch + c] - padded[(size_t)(x - 1) * ch + c];
+                acc[(size_t)x * ch + c] = sum;
+            }
+        }
+        return;
+    }
+    memset(acc, 0, (size_t)n * sizeof *acc);
+    for (int mx = 0; mx < mw; mx++)
+        if (plan->row[mx])
+            for (int i = 0; i < n; i++)
+                acc[i] += plan->row[mx] * padded[(size_t)mx * ch + i];
+}
+
+static void integer_columns_first_band(const band_job *job, band_scratch *s)
+{
+    const gf_mask *m = job->mask;
+    const conv_plan *plan = job->plan;
+    const int n = job->width * job->channels;
+    int32_t *columns = s->columns, *padded = s->padded_columns, *acc = s->isum[0];
+    const double factor = plan->column_constant ? (double)plan->column[0] : 1.0;
+    for (int y = job->y0; y < job->y1; y++) {
+        integer_columns(job, y, columns);
+        pad_int_columns(job, columns, padded);
+        integer_row_pass(job, padded, acc);
+        for (int i = 0; i < n; i++)
+            s->response[i] = (double)acc[i] * factor / m->scale[0] + m->offset[0];
+        combine_row(s->combined, s->response, n, 0, m->combine);
+        store_row(job, y, s->combined, s->rounded, n);
+    }
+}
+
+static void double_columns_first_band(const band_job *job, band_scratch *s)
+{
+    const gf_mask *m = job->mask;
+    const int ch = job->channels, n = job->width * ch, mh = m->height, ay = mh / 2;
+    double *columns = s->columns, *padded = s->padded_columns, *acc = s->dsum[0];
+    for (int y = job->y0; y < job->y1; y++) {
+        memset(columns, 0, (size_t)n * sizeof *columns);
+        for (int my = 0; my < mh; my++) {
+            const double w = m->column[my];
+            const unsigned char *p = source_row(job, y + my - ay);
+            if (w != 0.0 && p)
+                for (int i = 0; i < n; i++)
+                    columns[i] += w * p[i];
+        }
+        pad_double_columns(job, columns, padded);
+        memset(acc, 0, (size_t)n * sizeof *acc);
+        for (int mx = 0; mx < m->width; mx++) {
+            const double w = m->row[mx];
+            if (w != 0.0)
+                for (int i = 0; i < n; i++)
+                    acc[i] += w * padded[(size_t)mx * ch + i];
+        }
+        for (int i = 0; i < n; i++)
+            s->response[i] = acc[i] / m->scale[0] + m->offset[0];
+        combine_row(s->combined, s->response, n, 0, m->combine);
+        store_row(job, y, s->combined, s->rounded, n);
+    }
+}
+
 /* One body per instruction set, chosen when the program loads: flatten
  * inlines the whole band into each, so the row loops vectorize at the
  * machine's width (the baseline x86-64 has no 32-bit vector multiply). */
@@ -560,7 +738,13 @@ BAND_CLONES static void *run_band(void *arg)
         return NULL;
     }
     switch (job->plan->path) {
-    case GF_CPU_SEPARABLE: separable_band(job, &s); break;
+    case GF_CPU_SEPARABLE:
+        if (job->plan->columns_first)
+            integer_columns_first_band(job, &s);
+        else
+            separable_band(job, &s);
+        break;
+    case GF_CPU_SEPARABLE_DOUBLE: double_columns_first_band(job, &s); break;
     case GF_CPU_INTEGER: integer_band(job, &s); break;
     default: double_band(job, &s); break;
     }
@@ -618,6 +802,6 @@ int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int 
         failed = jobs[b].failed;
     free(jobs);
     free(ids);
-    free(plan);
+    free_plan(plan);
     return failed ? -1 : bands;
 }

@@ -5,7 +5,10 @@
  * integers (separable ones as a row pass and a column pass, constant rows
  * or columns as running sums), other masks in doubles in the reference's
  * order of additions; every value is then finished with the reference's
- * double arithmetic. Bands of rows run on threads; the inner loops are
+ * double arithmetic. One exception: a non-integer mask wider or taller
+ * than GF_MASK_SMALL_SIZE that factors (a large gaussian) is summed as two
+ * 1-D passes in double, which can differ from the reference by one level
+ * where a value lies within ~1e-12 of a rounding tie. Bands of rows run on threads; the inner loops are
  * plain C over whole rows, which the compiler vectorizes. */
 #ifndef GF_CPU_CONV_H
 #define GF_CPU_CONV_H
@@ -18,6 +21,7 @@ typedef enum {
     GF_CPU_DOUBLE = 0,        /* non-integer weights, or sums over 32 bits */
     GF_CPU_INTEGER,           /* every tap of every matrix */
     GF_CPU_SEPARABLE,         /* column x row, 1-D passes (running sums where constant) */
+    GF_CPU_SEPARABLE_DOUBLE,  /* non-integer column x row past 31 taps: 1-D passes in double */
 } gf_cpu_path;
 
 /* The path a mask takes, and the multiply-adds it costs a value: the

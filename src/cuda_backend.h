@@ -29,11 +29,11 @@ typedef struct {
     unsigned char *buffer[2];   /* current image in buffer[current] */
     int current;
     size_t buffer_bytes;
-    float *weights;             /* GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS */
+    float *weights;             /* GF_MASK_MAX_MATRICES matrices of up to 31x31 */
     float *factors;             /* a separable mask's row, then its column */
     /* host copies of the current mask, passed by value to versions 2 and 3 */
-    float host_weights[GF_MASK_MAX_MATRICES * GF_MASK_MAX_TAPS];
-    float host_factors[2 * GF_MASK_MAX_SIZE];
+    float host_weights[GF_MASK_MAX_MATRICES * GF_MASK_SMALL_SIZE * GF_MASK_SMALL_SIZE];
+    float host_factors[2 * GF_MASK_SMALL_SIZE];
     conv2d_mask_facts mask_facts;  /* what the planner reads of host_weights */
     /* tone scratch: histograms, their CDFs, LUTs and a reduction, all on
      * the device; only statistics are ever copied back */
@@ -64,5 +64,17 @@ int gf_cuda_upload_copy(gf_backend *self, const gf_image *img);
  * (--tile, checked, or the tile rule's); -2 for a usage error. */
 int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
                              int channels_filtered, conv2d_launch *p, int *version);
+
+/* One band of a filter in strips: src holds 'height' rows (the band's
+ * output rows plus the mask's halo), dst receives them. */
+typedef int (*gf_cuda_band_filter)(cuda_backend *b, void *job, const unsigned char *src,
+                                   unsigned char *dst, int height);
+/* Filter the host-resident image (strip mode) band by band. */
+int gf_cuda_filter_strips(cuda_backend *b, const gf_mask *mask, gf_border border,
+                          gf_cuda_band_filter band, void *job);
+
+/* A convolution with a mask gf_mask_is_large() (cuda_large.c). */
+int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,
+                           int channels_filtered);
 
 #endif /* GF_CUDA_BACKEND_H */

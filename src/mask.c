@@ -1,6 +1,7 @@
 /* mask.c - parse, find and list mask files (libvips matrix format). */
 #include "mask.h"
 #include "builtin_masks.h"
+#include "mask_params.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,14 +19,68 @@
 #define GF_MASKS_INSTALL_DIR "/usr/local/share/gpufilter/masks"
 #endif
 
-#define GF_MASK_FILE_MAX (1 << 20)   /* no real mask file comes near 1 MiB */
+#define GF_MASK_FILE_MAX (256 << 20)  /* room for GF_MASK_MAX_TAPS written out */
 
-static const char *const combine_names[] = {"none", "magnitude", "max", "min", "sum"};
+static const char *const combine_names[] = {"none", "magnitude", "max", "min", "sum", "unsharp"};
 
 const char *gf_combine_name(gf_combine combine)
 {
     return (unsigned)combine < sizeof combine_names / sizeof combine_names[0] ? combine_names[combine]
                                                                            : "unknown";
+}
+
+/* ---- storage ------------------------------------------------------------- */
+
+void gf_mask_release(gf_mask *mask)
+{
+    for (int k = 0; k < GF_MASK_MAX_MATRICES; k++) {
+        free(mask->weights[k]);
+        mask->weights[k] = NULL;
+    }
+    free(mask->row);
+    free(mask->column);
+    mask->row = mask->column = NULL;
+    mask->count = 0;
+}
+
+int gf_mask_allocate(gf_mask *mask, int width, int height, int count)
+{
+    const size_t taps = (size_t)width * (size_t)height;
+    mask->width = width;
+    mask->height = height;
+    mask->row = calloc((size_t)width, sizeof(double));
+    mask->column = calloc((size_t)height, sizeof(double));
+    int failed = !mask->row || !mask->column;
+    for (int k = 0; k < count && !failed; k++)
+        failed = !(mask->weights[k] = calloc(taps, sizeof(double)));
+    if (failed) {
+        gf_mask_release(mask);
+        gf_set_error("out of memory for a %dx%d mask", width, height);
+        return -1;
+    }
+    return 0;
+}
+
+int gf_mask_copy(gf_mask *dst, const gf_mask *src)
+{
+    *dst = *src;
+    for (int k = 0; k < GF_MASK_MAX_MATRICES; k++)
+        dst->weights[k] = NULL;
+    dst->row = dst->column = NULL;
+    if (gf_mask_allocate(dst, src->width, src->height, src->count) < 0)
+        return -1;
+    const size_t taps = (size_t)src->width * (size_t)src->height;
+    for (int k = 0; k < src->count; k++)
+        memcpy(dst->weights[k], src->weights[k], taps * sizeof(double));
+    memcpy(dst->row, src->row, (size_t)src->width * sizeof(double));
+    memcpy(dst->column, src->column, (size_t)src->height * sizeof(double));
+    return 0;
+}
+
+int gf_mask_is_large(const gf_mask *mask)
+{
+    return mask->width > GF_MASK_SMALL_SIZE || mask->height > GF_MASK_SMALL_SIZE ||
+           mask->combine == GF_COMBINE_UNSHARP;
 }
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -98,8 +153,13 @@ static int parse_header(const double *v, int n, parse_where at, gf_mask *mask)
         gf_set_error("%s:%d: scale must not be zero", at.name, at.line);
         return -1;
     }
-    mask->width = width;
-    mask->height = height;
+    if (mask->count == 0 && gf_mask_allocate(mask, width, height, 0) < 0)
+        return -1;
+    const size_t taps = (size_t)width * (size_t)height;
+    if (!(mask->weights[mask->count] = calloc(taps, sizeof(double)))) {
+        gf_set_error("%s:%d: out of memory for a %dx%d matrix", at.name, at.line, width, height);
+        return -1;
+    }
     mask->scale[mask->count] = scale;
     mask->offset[mask->count] = offset;
     return 0;
@@ -108,7 +168,7 @@ static int parse_header(const double *v, int n, parse_where at, gf_mask *mask)
 /* Test whether the one matrix is column x row, and if so store the factors:
  * the row is the largest-magnitude row of the matrix, each column entry the
  * ratio that reproduces it. */
-static void find_separable(gf_mask *mask)
+void gf_mask_find_factors(gf_mask *mask)
 {
     mask->separable = 0;
     if (mask->count != 1)
@@ -151,6 +211,8 @@ static int check_result_range(const gf_mask *mask, int k, parse_where at)
     double bound = weight_sum * 255.0 / fabs(mask->scale[k]) + fabs(mask->offset[k]);
     if (isfinite(bound) && bound <= GF_MASK_MAX_RESULT)
         return 0;
+    if (!at.name)
+        return -1;
     gf_set_error("%s:%d: matrix %d's weights / scale + offset can reach %g, past the limit of %g "
                  "(results are clamped to 0..255; scale the weights down)",
                  at.name, at.line, k + 1, bound, GF_MASK_MAX_RESULT);
@@ -172,7 +234,10 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
     memset(mask, 0, sizeof *mask);
     snprintf(mask->name, sizeof mask->name, "%s", name);
     char *copy = strdup(text);
-    if (!copy) {
+    double *v = malloc(GF_MASK_MAX_SIZE * sizeof *v);  /* one line's numbers */
+    if (!copy || !v) {
+        free(copy);
+        free(v);
         gf_set_error("%s: out of memory", name);
         return -1;
     }
@@ -205,7 +270,6 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
             has_combine = 1;
             continue;
         }
-        double v[GF_MASK_MAX_SIZE];
         char *bad = NULL;
         int n = parse_numbers(p, v, GF_MASK_MAX_SIZE, &bad);
         if (n < 0) {
@@ -244,10 +308,13 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         gf_set_error("%s: %d matrices need a 'combine magnitude|max|min|sum' line", name, mask->count);
         goto done;
     }
-    find_separable(mask);
+    gf_mask_find_factors(mask);
     status = 0;
 done:
+    if (status < 0)
+        gf_mask_release(mask);
     free(copy);
+    free(v);
     return status;
 }
 
@@ -291,6 +358,7 @@ static void mask_name_of(const char *path, char *name, size_t size)
 
 int gf_mask_load_file(const char *path, gf_mask *mask)
 {
+    memset(mask, 0, sizeof *mask);  /* empty on every failure */
     char *text = read_text_file(path);
     if (!text)
         return -1;
@@ -383,8 +451,11 @@ static int load_builtin(const gf_builtin_mask *builtin, gf_mask *mask)
 
 int gf_mask_load(const char *name_or_path, gf_mask *mask)
 {
+    memset(mask, 0, sizeof *mask);  /* empty on every failure */
     if (is_path(name_or_path))
         return gf_mask_load_file(name_or_path, mask);
+    if (strchr(name_or_path, ':'))
+        return gf_mask_from_params(name_or_path, mask) > 0 ? 0 : -1;
     if (name_or_path[0] == '\0' || name_or_path[0] == '.') {
         gf_set_error("'%s' is not a mask name", name_or_path);
         return -1;
@@ -396,6 +467,9 @@ int gf_mask_load(const char *name_or_path, gf_mask *mask)
     const gf_builtin_mask *builtin = find_builtin(name_or_path);
     if (builtin)
         return load_builtin(builtin, mask);
+    const int parametric = gf_mask_from_params(name_or_path, mask);
+    if (parametric != 0)
+        return parametric > 0 ? 0 : -1;
     gf_set_error("no mask named '%s' (see --list-masks; a file path needs a '/' or '.mask')",
                  name_or_path);
     return -1;
@@ -462,6 +536,7 @@ static int list_folder(const char *folder, void *user)
             continue;
         snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
         list_mask(s, name, folder, s->mask, gf_mask_load_file(path, s->mask) == 0);
+        gf_mask_release(s->mask);
     }
     closedir(d);
     return 0;
@@ -474,14 +549,16 @@ static int compare_entries(const void *a, const void *b)
 
 int gf_mask_list(void)
 {
-    list_state s = {.mask = malloc(sizeof(gf_mask))};  /* a gf_mask is large: not on the stack */
+    list_state s = {.mask = calloc(1, sizeof(gf_mask))};
     s.failed = !s.mask;
     if (!s.failed)
         gf_mask_folders(list_folder, &s);
     for (int i = 0; i < gf_builtin_mask_count && !s.failed; i++)
-        if (!already_listed(&s, gf_builtin_masks[i].name))
+        if (!already_listed(&s, gf_builtin_masks[i].name)) {
             list_mask(&s, gf_builtin_masks[i].name, "built-in", s.mask,
                       load_builtin(&gf_builtin_masks[i], s.mask) == 0);
+            gf_mask_release(s.mask);
+        }
     free(s.mask);
     if (s.failed) {
         free(s.entries);
@@ -493,6 +570,7 @@ int gf_mask_list(void)
            gf_builtin_mask_count);
     for (size_t i = 0; i < s.count; i++)
         printf("%s\n", s.entries[i].line);
+    gf_mask_params_list();
     free(s.entries);
     return (int)s.count;
 }

@@ -64,7 +64,10 @@ int gf_colour_channels(int channels)
 void gf_pipeline_free(gf_pipeline *pipeline)
 {
     for (int i = 0; i < pipeline->count; i++)
-        free(pipeline->ops[i].mask);
+        if (pipeline->ops[i].mask) {
+            gf_mask_release(pipeline->ops[i].mask);
+            free(pipeline->ops[i].mask);
+        }
     free(pipeline->ops);
     pipeline->ops = NULL;
     pipeline->count = pipeline->capacity = 0;

@@ -65,7 +65,7 @@ static mask make(const char *name, int w, int h, int k, int combine, std::vector
 /* A built-in mask (masks/), as the tool loads it; name must outlive it. */
 static mask builtin(const char *name)
 {
-    gf_mask g;
+    gf_mask g = {0};
     if (gf_mask_load(name, &g) != 0) {
         fprintf(stderr, "plan-dump: %s\n", gf_error());
         exit(1);

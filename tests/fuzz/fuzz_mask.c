@@ -21,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int k = 0; k < mask.count; k++)
             if (mask.scale[k] == 0.0)
                 abort();
+        gf_mask_release(&mask);
     }
     free(text);
     return 0;

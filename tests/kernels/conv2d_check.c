@@ -77,9 +77,9 @@ enum { INTEGER, SEPARABLE_INTEGER, BOX, BYTE_PRODUCT, FLOAT };
 
 static void add_made(mask_set *set, int kind, int w, int h)
 {
-    static double weights[GF_MASK_MAX_TAPS];
-    double column[GF_MASK_MAX_SIZE], row[GF_MASK_MAX_SIZE];
-    for (int i = 0; i < GF_MASK_MAX_SIZE; i++) {
+    static double weights[GF_MASK_SMALL_SIZE * GF_MASK_SMALL_SIZE];
+    double column[GF_MASK_SMALL_SIZE], row[GF_MASK_SMALL_SIZE];
+    for (int i = 0; i < GF_MASK_SMALL_SIZE; i++) {
         column[i] = kind == BYTE_PRODUCT ? rng_int(0, 255) : rng_int(-3, 3);
         row[i] = kind == BYTE_PRODUCT ? rng_int(0, 255) : rng_int(-128, 127);
     }
@@ -212,7 +212,11 @@ static int filter(gf_backend *backend, const gf_image *input, const gf_mask *mas
  * |offset| + 1 over its matrices (gftest.float_ties's). */
 static void size_mask_of(const gf_mask *mask, gf_mask *size)
 {
-    *size = *mask;
+    gf_mask_release(size);
+    if (gf_mask_copy(size, mask) < 0) {
+        fprintf(stderr, "conv2d-check: %s\n", gf_error());
+        exit(1);
+    }
     size->combine = GF_COMBINE_SUM;
     for (int k = 0; k < mask->count; k++) {
         for (int i = 0; i < mask->width * mask->height; i++)
