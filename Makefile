@@ -354,7 +354,7 @@ BENCH_MAIN = $(BUILD)/obj/gpufilter_bench$(if $(BENCH_DEFS),-npp).o
 
 bench: $(BUILD)/gpufilter-bench
 
-$(BENCH_MAIN): bench/gpufilter_bench.cu kernels/kernels.h src/*.h | $(BUILD)/obj
+$(BENCH_MAIN): bench/gpufilter_bench.cu kernels/kernels.h kernels/conv2d_large.h src/*.h | $(BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) $(BENCH_DEFS) -Isrc -Ikernels -c -o $@ $<
 
 $(BUILD)/gpufilter-bench: $(BENCH_MAIN) $(BENCH_OBJ) $(KERNEL_OBJ)

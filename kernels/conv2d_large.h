@@ -8,11 +8,11 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#include "../src/mask.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "../src/mask.h"
 
 enum { CONV2D_LARGE_DIRECT = 0, CONV2D_LARGE_SEPARABLE, CONV2D_LARGE_BOX, CONV2D_LARGE_METHODS };
 typedef struct {
