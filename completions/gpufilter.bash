@@ -30,8 +30,8 @@ _gpufilter()
             COMPREPLY=($(compgen -P "${cur%%=*}=" -W "$values" -- "${cur#*=}"))
             return ;;
         -*)
-            COMPREPLY=($(compgen -W "-m --mask -b --border --filter-alpha -f --format -q --quality
-                --png-level --backend --device --devices --tile --kernel --gpu-memory --output
+            COMPREPLY=($(compgen -W "-m --mask -b --border --filter-alpha --no-autorotate -f --format
+                -q --quality --png-level --backend --device --devices --tile --kernel --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
                 --max-pixels --max-memory --decode-timeout --equalize --normalize --auto-level
                 --stats --summary --gray --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))

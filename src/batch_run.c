@@ -15,9 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exif.h"
 #include "gpu_batch.h"
 #include "image.h"
 #include "nvjpeg_codec.h"
+#include "orientation.h"
 #include "pipeline.h"
 #include "tone_report.h"
 #include "util.h"
@@ -81,15 +83,17 @@ static void print_stages(batch_run *run, const char *input, const gf_gpu_item_re
                          const char *backend)
 {
     clear_progress(run);
-    fprintf(stderr, "gpufilter: %s %dx%dx%d: decode %s %.1f ms, filter %.1f ms on %s", input,
-            r->width, r->height, r->channels, r->decoder, r->decode_ms, r->filter_ms, backend);
+    fprintf(stderr, "gpufilter: %s %dx%dx%d: decode %s %.1f ms", input, r->width, r->height,
+            r->channels, r->decoder, r->decode_ms);
+    if (r->orientation > GF_ORIENTATION_STORED)
+        fprintf(stderr, " (EXIF orientation %d: %s, on the host)", r->orientation,
+                gf_orientation_describe(r->orientation));
+    fprintf(stderr, ", filter %.1f ms on %s", r->filter_ms, backend);
     if (r->encoder)
         fprintf(stderr, ", encode %s %.1f ms, write %.1f ms", r->encoder, r->encode_ms, r->write_ms);
     fputc('\n', stderr);
 }
 
-/* Decode, filter on this worker's backend, report statistics, encode and
- * write. */
 /* A file read and probed already (by the GPU stage's offer), or none. */
 typedef struct {
     unsigned char *data;
@@ -97,14 +101,28 @@ typedef struct {
     gf_image_probe probe;
 } read_file;
 
+/* The probe's EXIF orientation, for -v (a load's hook that decodes on). */
+static int note_orientation(const gf_image_probe *probe, unsigned char *data, size_t size,
+                            void *user)
+{
+    (void)data;
+    (void)size;
+    *(int *)user = probe->orientation;
+    return 0;
+}
+
+/* Decode, filter on this worker's backend, report statistics, encode and
+ * write. */
 static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item *item,
                         read_file *file)
 {
     const gf_job *job = run->job;
     double t0 = gf_now_ms();
+    int orientation = file->data ? file->probe.orientation : GF_ORIENTATION_STORED;
     gf_image *img = file->data ? gf_image_decode_limited(file->data, file->size, item->input,
                                                          &file->probe)
-                               : gf_image_load_limited(item->input);
+                               : gf_image_load_limited_hook(item->input, note_orientation,
+                                                            &orientation);
     file->data = NULL;
     if (!img)
         return -1;
@@ -130,6 +148,7 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
     if (status == 0 && job->verbose) {
         gf_gpu_item_report r = {.width = img->width, .height = img->height,
                                 .channels = img->channels, .decoder = "CPU",
+                                .orientation = orientation,
                                 .encoder = item->output ? "CPU" : NULL, .decode_ms = t1 - t0,
                                 .filter_ms = t2 - t1, .encode_ms = gf_now_ms() - t2};
         pthread_mutex_lock(&run->report_lock);

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "exif.h"
 #include "jpeg_rows.h"
 #include "nvjpeg_codec.h"
 #include "pipeline.h"
@@ -341,7 +342,7 @@ int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_pr
 {
     return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF &&
            probe->channels == 3 && !probe->jpeg_undefined_tables &&
-           gf_jpeg_rows_sound(data, size) != 0;
+           probe->orientation <= GF_ORIENTATION_STORED && gf_jpeg_rows_sound(data, size) != 0;
 }
 
 /* The job's operations once on a small image: the kernels' modules load

@@ -28,6 +28,7 @@ typedef struct {
     int width, height, channels;
     const gf_channel_stats *stats;  /* --stats: one per channel; else NULL */
     const char *decoder, *encoder;  /* "GPU (hardware)", "CPU", ... */
+    int orientation;              /* the EXIF orientation the CPU decode applied (1: none) */
     double decode_ms, filter_ms, encode_ms, write_ms;
 } gf_gpu_item_report;
 
@@ -44,10 +45,12 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
                                  int device_count, int need_hardware, gf_gpu_report_fn report,
                                  void *user);
 /* 1 when a file may take the stage: a JPEG (by its first bytes) of three
- * channels without undefined tables (the stage is not started for --gray)
- * whose entropy-coded data libjpeg-turbo decodes without a complaint
- * (gf_jpeg_rows_sound; run on the caller's thread): a damaged one is left
- * to the CPU path, for its message.
+ * channels without undefined tables (the stage is not started for --gray),
+ * not turned by its EXIF orientation (the CPU path decodes and turns it,
+ * then the worker's GPU filters it), whose entropy-coded data
+ * libjpeg-turbo decodes without a complaint (gf_jpeg_rows_sound; run on
+ * the caller's thread): a damaged one is left to the CPU path, for its
+ * message.
  * Its result is encoded on the GPU when written as JPEG, else by a writer. */
 int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe);
 /* Hand over a file's bytes (the stage frees them); waits while the queue

@@ -1,9 +1,12 @@
 /* image.c - gf_image: decode (the container checks of decode_checks.c,
- * then PNM's own decoder, libjpeg-turbo or stb_image) and encode
- * (stb_image_write, libjpeg-turbo); writing is image_write.c's. */
+ * then PNM's own decoder, libjpeg-turbo or stb_image, then a JPEG's EXIF
+ * orientation) and encode (stb_image_write, libjpeg-turbo); writing is
+ * image_write.c's. */
 #include "image.h"
 #include "decode_checks.h"
+#include "exif.h"
 #include "jpeg_turbo.h"
+#include "orientation.h"
 #include "png_codec.h"
 #include "tone.h"
 #include "pnm.h"
@@ -27,6 +30,7 @@
 #include "util.h"
 
 static size_t max_pixels = GF_DEFAULT_MAX_PIXELS;
+static int autorotate = 1;
 
 void gf_image_set_png_level(int level)
 {
@@ -37,6 +41,11 @@ void gf_image_set_png_level(int level)
 void gf_image_set_max_pixels(size_t limit)
 {
     max_pixels = limit;
+}
+
+void gf_image_set_autorotate(int on)
+{
+    autorotate = on;
 }
 
 gf_image *gf_image_new(int width, int height, int channels)
@@ -177,10 +186,24 @@ static int probe_pnm(const unsigned char *data, size_t size, const char *name,
     return 0;
 }
 
+/* The EXIF orientation the decode applies to a file (1 for all but a
+ * turned JPEG), and the stored width and height turned to the decoded. */
+static int oriented_size(const unsigned char *data, size_t size, int *width, int *height)
+{
+    const int orientation = autorotate ? gf_jpeg_exif_orientation(data, size) : GF_ORIENTATION_STORED;
+    if (gf_orientation_swaps_axes(orientation)) {
+        const int stored_width = *width;
+        *width = *height;
+        *height = stored_width;
+    }
+    return orientation;
+}
+
 int gf_image_probe_memory(const unsigned char *data, size_t size, const char *name,
                           gf_image_probe *probe)
 {
     memset(probe, 0, sizeof *probe);
+    probe->orientation = GF_ORIENTATION_STORED;
     if (size == 0) {
         gf_set_error("%s: empty file", name);
         return -1;
@@ -206,12 +229,21 @@ int gf_image_probe_memory(const unsigned char *data, size_t size, const char *na
         gf_set_error("%s: corrupt image (%dx%d pixels)", name, width, height);
         return -1;
     }
+    probe->orientation = oriented_size(data, size, &width, &height);
     if (!within_pixel_limit(width, height, name) || gf_check_image_data(data, size, name) < 0)
         return -1;
     probe->width = width;
     probe->height = height;
     probe->channels = channels;
     return 0;
+}
+
+/* The size a probed file's decoder gives: before the orientation. */
+static void stored_size(const gf_image_probe *probe, int *width, int *height)
+{
+    const int swapped = gf_orientation_swaps_axes(probe->orientation);
+    *width = swapped ? probe->height : probe->width;
+    *height = swapped ? probe->width : probe->height;
 }
 
 static unsigned char *decode_pnm(const unsigned char *data, size_t size, const char *name,
@@ -248,10 +280,11 @@ static unsigned char *decode_pixels(const unsigned char *data, size_t size, cons
         return decode_pnm(data, size, name, width, height, channels);
     unsigned char *pixels = NULL;
     if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) {
-        int w, h, c;
+        int w, h, c, stored_width, stored_height;
+        stored_size(probe, &stored_width, &stored_height);
         pixels = gf_jpeg_turbo_decode(data, size, &w, &h, &c);
         /* the same shape stb_image reported, or stb_image decodes it */
-        if (pixels && (w != probe->width || h != probe->height || c != probe->channels)) {
+        if (pixels && (w != stored_width || h != stored_height || c != probe->channels)) {
             free(pixels);
             pixels = NULL;
         }
@@ -297,6 +330,12 @@ gf_image *gf_image_decode_probed(const unsigned char *data, size_t size, const c
         return NULL;
     }
     *img = (gf_image){width, height, channels, pixels, reserved};
+    /* the turn's second buffer fits the budget's share for the decoder's own copy */
+    if (gf_image_orient(img, probe->orientation) < 0) {
+        gf_error_name_file(name);
+        gf_image_free(img);
+        return NULL;
+    }
     return img;
 }
 

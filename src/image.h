@@ -34,10 +34,16 @@ void gf_image_to_gray(gf_image *img);
 #define GF_DEFAULT_MAX_PIXELS ((size_t)1 << 30)  /* 1 Gpx: 4 GiB as RGBA */
 void gf_image_set_max_pixels(size_t max_pixels);
 
+/* JPEGs are turned by their EXIF orientation as they are decoded
+ * (exif.h, orientation.h), unless this is set to 0 (--no-autorotate):
+ * one setting for the run, made before any decode. */
+void gf_image_set_autorotate(int on);
+
 /* Decode a file, or standard input when path is "-": every format stb_image
- * reads, and binary PNM; 16-bit samples are reduced to 8 bits. The file's
- * container and declared size are checked, and its memory reserved from the
- * budget, before any pixel memory is allocated. */
+ * reads, and binary PNM; 16-bit samples are reduced to 8 bits, and a JPEG
+ * is turned by its EXIF orientation. The file's container and declared
+ * size are checked, and its memory reserved from the budget, before any
+ * pixel memory is allocated. */
 gf_image *gf_image_load(const char *path);
 gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const char *name);
 /* gf_image_load_memory in its two steps. Probe: the checks of the
@@ -45,8 +51,9 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
  * allocated). Decode: the pixels of a probed file; the image then holds
  * 'reserved' bytes of the memory budget (given back on failure too). */
 typedef struct {
-    int width, height, channels;
-    int jpeg_undefined_tables;  /* only libjpeg-turbo may decode it */
+    int width, height, channels;  /* the decoded image's, after the orientation */
+    int orientation;              /* the EXIF orientation the decode applies (1: none) */
+    int jpeg_undefined_tables;    /* only libjpeg-turbo may decode it */
 } gf_image_probe;
 int gf_image_probe_memory(const unsigned char *data, size_t size, const char *name,
                           gf_image_probe *probe);

@@ -47,6 +47,7 @@ enum {
     OPT_VERIFY,
     OPT_SUMMARY,
     OPT_CODEC,
+    OPT_NO_AUTOROTATE,
 };
 
 void gf_job_init(gf_job *j)
@@ -55,6 +56,7 @@ void gf_job_init(gf_job *j)
     j->png_level = GF_DEFAULT_PNG_LEVEL;
     j->decode_timeout = -1.0;
     j->quality = 92;
+    j->autorotate = 1;
     j->backend_options.conv_version = GF_CONV_AUTO;
 }
 
@@ -108,6 +110,9 @@ static void usage(FILE *out)
 "                         names): nearest (default), constant (zero), reflect,\n"
 "                         mirror, wrap\n"
 "      --filter-alpha     filter the alpha channel too (default: unchanged)\n"
+"      --no-autorotate    keep a JPEG's pixels in their stored order; by default\n"
+"                         they are turned by its EXIF Orientation tag first, as\n"
+"                         viewers show it (the output carries no such tag)\n"
 "  -f, --format FMT       output format: png, jpg (jpeg), bmp, tga; default: from\n"
 "                         OUTPUT's extension, png for standard output\n"
 "  -q, --quality N        JPEG quality 1-100 (default 92)\n"
@@ -437,6 +442,9 @@ static int parse_operation_option(int c, const char *arg, gf_job *j)
     case OPT_GRAY:
         j->gray = 1;
         break;
+    case OPT_NO_AUTOROTATE:
+        j->autorotate = 0;
+        break;
     default:
         return NOT_MINE;
     }
@@ -693,6 +701,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"force", no_argument, NULL, OPT_FORCE},
         {"gray", no_argument, NULL, OPT_GRAY},
+        {"no-autorotate", no_argument, NULL, OPT_NO_AUTOROTATE},
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"summary", no_argument, NULL, OPT_SUMMARY},
         {"decode-timeout", required_argument, NULL, OPT_DECODE_TIMEOUT},
@@ -736,6 +745,7 @@ int gf_job_prepare(gf_job *j)
         gf_image_set_decode_timeout(j->decode_timeout);
     if (j->max_pixels)
         gf_image_set_max_pixels(j->max_pixels);
+    gf_image_set_autorotate(j->autorotate);
     if (gf_pipeline_load_masks(&j->pipeline) < 0) {
         fprintf(stderr, "%s\n", gf_error());
         return GF_EXIT_USAGE;

@@ -34,6 +34,7 @@ typedef struct {
     int output_named;            /* output given with --output */
     int force;                   /* a positional OUTPUT may replace any image */
     int gray;                    /* --gray: colour to luminance after decoding */
+    int autorotate;              /* JPEGs turned by their EXIF orientation (--no-autorotate: 0) */
     int verify;                  /* --verify: compare with the reference backend */
     int summary;                 /* --summary: a batch's statistics over all files */
     /* batch mode: -o DIR and/or --files-from, inputs from the arguments */

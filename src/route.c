@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cost_model.h"
+#include "exif.h"
+#include "orientation.h"
 #include "stream.h"
 #include "util.h"
 
@@ -22,6 +24,7 @@ struct gf_route {
     unsigned char *stream_data; /* the input, when it streams (stream.h) */
     size_t stream_size;
     gf_image_probe probe;
+    int orientation;           /* the input's EXIF orientation, applied on the host */
     const char *name;          /* the input's, for messages */
 };
 
@@ -73,6 +76,7 @@ gf_route *gf_route_begin(const gf_job *job)
 static int take_for_stream(gf_route *r, const gf_image_probe *probe, unsigned char *data,
                            size_t size)
 {
+    r->orientation = probe->orientation;
     gf_backend_kind backend = r->job->backend;
     if (backend == GF_BACKEND_AUTO)
         backend = r->use_gpu ? GF_BACKEND_CUDA : GF_BACKEND_CPU;
@@ -107,13 +111,23 @@ static int decide(const gf_image_probe *probe, unsigned char *data, size_t size,
     return take_for_stream(r, probe, data, size);
 }
 
+/* --backend cuda: the probe only noted (the GPU's call never streams). */
+static int probed_for_gpu(const gf_image_probe *probe, unsigned char *data, size_t size,
+                          void *user)
+{
+    (void)data;
+    (void)size;
+    ((gf_route *)user)->orientation = probe->orientation;
+    return 0;
+}
+
 gf_image *gf_route_load(gf_route *r, const gf_job *job, const char *path)
 {
     r->name = strcmp(path, "-") == 0 ? "standard input" : path;
     if (job->backend == GF_BACKEND_AUTO)
         return gf_image_load_limited_hook(path, decide, r);
     if (job->backend == GF_BACKEND_CUDA)
-        return gf_image_load_limited(path);
+        return gf_image_load_limited_hook(path, probed_for_gpu, r);
     return gf_image_load_limited_hook(path, probed_for_stream, r);
 }
 
@@ -138,9 +152,21 @@ static gf_backend *cpu_backend(const gf_job *job)
                                                 : gf_backend_cpu_new(&job->backend_options);
 }
 
+/* A turned JPEG never streams and never reaches nvJPEG: the whole image
+ * is decoded and turned on the host, then uploaded if the GPU filters. */
+static void explain_orientation(FILE *log, const gf_route *r)
+{
+    if (r->orientation > GF_ORIENTATION_STORED)
+        fprintf(log, "gpufilter: %s: EXIF orientation %d (%s): decoded whole and turned on the "
+                "host before the operations\n", r->name, r->orientation,
+                gf_orientation_describe(r->orientation));
+}
+
 gf_backend *gf_route_backend(gf_route *r, const gf_job *job)
 {
     FILE *log = job->verbose ? stderr : NULL;
+    if (log)
+        explain_orientation(log, r);
     if (log && r->decided)
         gf_cost_explain(log, &r->estimate);
     if (job->backend != GF_BACKEND_CUDA && !(r->decided && r->use_gpu))

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cpu_conv.h"
+#include "exif.h"
 #include "jpeg_rows.h"
 #include "jpeg_turbo.h"
 #include "util.h"
@@ -48,7 +49,7 @@ int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_
     if (!job->output || job->format != GF_FORMAT_JPEG || job->stats || job->verify ||
         (backend != GF_BACKEND_CPU && backend != GF_BACKEND_REFERENCE) ||
         job->pipeline.border == GF_BORDER_WRAP || !is_jpeg(data, size) ||
-        !gf_jpeg_rows_available())
+        probe->orientation > GF_ORIENTATION_STORED || !gf_jpeg_rows_available())
         return 0;
     for (int i = 0; i < job->pipeline.count; i++)
         if (job->pipeline.ops[i].kind != GF_OP_CONVOLVE)
