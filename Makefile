@@ -265,7 +265,7 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG) $(if $(JPEGLIB),-DGF_HAVE_JPEGLIB)
-FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask tone_report options pipeline backend_cpu cpu_conv cost_model nvjpeg_codec
+FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask mask_params tone_report options pipeline backend_cpu cpu_conv cost_model nvjpeg_codec
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options exif
