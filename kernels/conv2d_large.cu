@@ -2,11 +2,11 @@
  * unsharp combine: sums in float, finished as the reference finishes.
  *
  * Methods (the caller picks; conv2d_large_method() says which runs a mask)
- *   direct     any mask, any matrices: a block of 16x16 outputs walks the
- *              mask in 24x24 chunks, each chunk's input tile (39x39 per
- *              channel) and weights staged in shared memory. taps x K
- *              FMAs per value: compute-bound (63x63 RGBA at ~4e3 FMA a
- *              value).
+ *   direct     any mask, any matrices: a block of 40x16 outputs walks the
+ *              mask in 15x15 chunks, each chunk's input tile and weights
+ *              staged in shared memory; a thread slides along 5 adjacent
+ *              outputs. taps x K FMAs per value: compute-bound (63x63 at
+ *              ~4e3 FMA a value and channel).
  *   separable  one matrix, column x row: a row pass (a block stages its
  *              row segment plus the halo in shared memory, planar per
  *              channel; a thread slides along 7 adjacent outputs) into
@@ -15,11 +15,13 @@
  *              weight and one value for 7 or 8 FMAs. width + height FMAs
  *              per value; the scratch is read and written once (8 B a
  *              value).
- *   box        one matrix of equal weights: running sums, exact in 32-bit
- *              unsigned integers (4095 x 4095 x 255 < 2^32), along rows
- *              (each thread a run of outputs) into scratch, then down
- *              columns; finished in double, so the bytes are the
- *              reference's. ~4 loads a value whatever the radius.
+ *   box        one matrix of equal weights: sums exact in 32-bit unsigned
+ *              integers (4095 x 4095 x 255 < 2^32), along rows as
+ *              differences of a row segment's prefix sums (in shared
+ *              memory), into planar scratch, then down columns as running
+ *              sums (a thread walks a run of one column); finished in
+ *              double, so the bytes are the reference's. The cost per value
+ *              does not grow with the radius (but for the halo staged).
  *
  * The border is applied where a pass reads (gf_border_index), so the
  * column pass reads row-pass values at mapped rows: the border commutes
@@ -36,17 +38,21 @@ extern "C" {
 
 namespace {
 
-constexpr int kChunk = 24;           /* mask chunk of the direct method */
-constexpr int kDirectSide = 16;      /* direct: outputs per block side */
+constexpr int kDirectRun = 5;        /* direct: adjacent outputs per thread */
+constexpr int kChunk = 3 * kDirectRun;  /* direct: mask chunk side (a multiple of the run) */
 constexpr int kRowThreads = 128;     /* separable row pass: threads a block */
 constexpr int kRowRun = 7;           /* adjacent outputs per thread (odd: see large_rows) */
 constexpr int kColumnRun = 8;        /* separable column pass: outputs per thread */
+constexpr int kBoxThreads = 256;     /* box row pass: threads a block */
+constexpr int kBoxSegment = 2048;    /* box row pass: outputs a block */
 
-/* The finished byte of one value from its matrix responses r[k]. */
+/* The finished byte of one value from its K matrix responses r[k]. */
+template <int K>
 __device__ unsigned char finish_value(const conv2d_large_launch &p, const float *r, float source)
 {
     float v = 0.0f;
-    for (int k = 0; k < p.mask_count; k++) {
+#pragma unroll
+    for (int k = 0; k < K; k++) {
         switch (p.combine) {
         case GF_COMBINE_MAGNITUDE: v += r[k] * r[k]; break;
         case GF_COMBINE_MAX: v = k == 0 ? r[k] : fmaxf(v, r[k]); break;
@@ -69,56 +75,114 @@ __device__ size_t pixel_at(const conv2d_large_launch &p, int x, int y)
     return ((size_t)y * p.width + x) * p.channels;
 }
 
+/* Scratch of one value per filtered channel and pixel, planar: plane c
+ * holds row-major width x height values. */
+__device__ size_t plane_at(const conv2d_large_launch &p, int c, int x, int y)
+{
+    return ((size_t)c * p.height + y) * p.width + x;
+}
+
 /* ---- direct ----------------------------------------------------------------- */
 
+/* A block: kDirectRun * 8 by 16 outputs, the mask walked in chunks of
+ * kChunk x kChunk taps, each chunk's input tile (planar per channel) and
+ * weights staged in shared memory. A thread: kDirectRun adjacent outputs of
+ * one row, sliding along each tap row (one weight and one value loaded per
+ * tap for kDirectRun FMAs per matrix and channel). */
+template <int CF, int K>
 __global__ void large_direct(conv2d_large_launch p)
 {
-    constexpr int side = kDirectSide + kChunk - 1;
-    __shared__ float tile[4][side][side + 1];
-    __shared__ float weights[GF_MASK_MAX_MATRICES][kChunk][kChunk];
-    const int tx = threadIdx.x, ty = threadIdx.y, t = ty * kDirectSide + tx;
-    const int x0 = blockIdx.x * kDirectSide, y0 = blockIdx.y * kDirectSide;
-    const int x = x0 + tx, y = y0 + ty, ax = p.mask_width / 2, ay = p.mask_height / 2;
+    constexpr int R = kDirectRun, cols = 8 * R + kChunk, rows = 16 + kChunk - 1, pitch = cols + 1;
+    __shared__ float tile[CF][rows][pitch];
+    __shared__ float weights[K][kChunk][kChunk];
+    const int tx = threadIdx.x, ty = threadIdx.y, t = ty * 8 + tx, threads = 8 * 16;
+    const int x0 = blockIdx.x * 8 * R, y0 = blockIdx.y * 16;
+    const int ax = p.mask_width / 2, ay = p.mask_height / 2;
     const gf_border border = (gf_border)p.border;
-    float acc[GF_MASK_MAX_MATRICES][4] = {};  /* [matrix][channel] */
+    float acc[K][CF][R] = {};
     for (int cy = 0; cy < p.mask_height; cy += kChunk)
         for (int cx = 0; cx < p.mask_width; cx += kChunk) {
-            for (int i = t; i < side * side; i += kDirectSide * kDirectSide) {
-                const int sy = gf_border_index(y0 - ay + cy + i / side, p.height, border);
-                const int sx = gf_border_index(x0 - ax + cx + i % side, p.width, border);
-                for (int c = 0; c < p.channels_filtered; c++)
-                    tile[c][i / side][i % side] =
-                        sx < 0 || sy < 0 ? 0.0f : p.src[pixel_at(p, sx, sy) + c];
+            for (int i = t; i < rows * cols; i += threads) {
+                const int sy = gf_border_index(y0 - ay + cy + i / cols, p.height, border);
+                const int sx = gf_border_index(x0 - ax + cx + i % cols, p.width, border);
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+                    tile[c][i / cols][i % cols] = sx < 0 || sy < 0 ? 0.0f : p.src[pixel_at(p, sx, sy) + c];
             }
-            for (int i = t; i < p.mask_count * kChunk * kChunk; i += kDirectSide * kDirectSide) {
+            for (int i = t; i < K * kChunk * kChunk; i += threads) {
                 const int k = i / (kChunk * kChunk), my = i / kChunk % kChunk, mx = i % kChunk;
                 const int wy = cy + my, wx = cx + mx;
                 weights[k][my][mx] = wy < p.mask_height && wx < p.mask_width
                     ? p.weights[((size_t)k * p.mask_height + wy) * p.mask_width + wx] : 0.0f;
             }
             __syncthreads();
-            const int rows = min(kChunk, p.mask_height - cy), cols = min(kChunk, p.mask_width - cx);
-            for (int my = 0; my < rows; my++)
-                for (int mx = 0; mx < cols; mx++)
-                    for (int k = 0; k < p.mask_count; k++) {
-                        const float w = weights[k][my][mx];
-                        for (int c = 0; c < p.channels_filtered; c++)
-                            acc[k][c] = fmaf(w, tile[c][ty + my][tx + mx], acc[k][c]);
+            const int chunk_rows = min(kChunk, p.mask_height - cy);
+            for (int my = 0; my < chunk_rows; my++) {
+                float ring[CF][R];
+#pragma unroll
+                for (int c = 0; c < CF; c++)
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        ring[c][r] = tile[c][ty + my][tx * R + r];
+#pragma unroll
+                for (int m0 = 0; m0 < kChunk; m0 += R)
+#pragma unroll
+                    for (int q = 0; q < R; q++) {
+#pragma unroll
+                        for (int k = 0; k < K; k++) {
+                            const float w = weights[k][my][m0 + q];
+#pragma unroll
+                            for (int c = 0; c < CF; c++)
+#pragma unroll
+                                for (int r = 0; r < R; r++)
+                                    acc[k][c][r] = fmaf(w, ring[c][(q + r) % R], acc[k][c][r]);
+                        }
+#pragma unroll
+                        for (int c = 0; c < CF; c++)
+                            ring[c][q] = tile[c][ty + my][tx * R + m0 + q + R];
                     }
+            }
             __syncthreads();
         }
-    if (x >= p.width || y >= p.height)
-        return;
-    const size_t at = pixel_at(p, x, y);
-    for (int c = 0; c < p.channels; c++) {
-        if (c >= p.channels_filtered) {
-            p.dst[at + c] = p.src[at + c];
+    const int y = y0 + ty;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int x = x0 + tx * R + r;
+        if (x >= p.width || y >= p.height)
             continue;
+        const size_t at = pixel_at(p, x, y);
+#pragma unroll
+        for (int c = 0; c < CF; c++) {
+            float v[K];
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                v[k] = acc[k][c][r] / p.scale[k] + p.offset[k];
+            p.dst[at + c] = finish_value<K>(p, v, p.src[at + c]);
         }
-        float r[GF_MASK_MAX_MATRICES];
-        for (int k = 0; k < p.mask_count; k++)
-            r[k] = acc[k][c] / p.scale[k] + p.offset[k];
-        p.dst[at + c] = finish_value(p, r, p.src[at + c]);
+        for (int c = CF; c < p.channels; c++)
+            p.dst[at + c] = p.src[at + c];
+    }
+}
+
+template <int K>
+const void *direct_for(int channels_filtered)
+{
+    switch (channels_filtered) {
+    case 1: return (const void *)large_direct<1, K>;
+    case 2: return (const void *)large_direct<2, K>;
+    case 3: return (const void *)large_direct<3, K>;
+    default: return (const void *)large_direct<4, K>;
+    }
+}
+
+/* The direct kernel for the launch's filtered channels and matrices. */
+const void *direct_kernel(const conv2d_large_launch *p)
+{
+    switch (p->mask_count) {
+    case 1: return direct_for<1>(p->channels_filtered);
+    case 2: return direct_for<2>(p->channels_filtered);
+    case 3: return direct_for<3>(p->channels_filtered);
+    default: return direct_for<4>(p->channels_filtered);
     }
 }
 
@@ -155,17 +219,18 @@ __host__ __device__ constexpr int padded_taps(int taps, int r)
     return (taps + r - 1) / r * r;
 }
 
-/* scratch[(y * width + x) * channels + c] = sum over mx of row[mx] * source
- * (x + mx - ax, y). A block: one row segment of kRowThreads * kRowRun
- * outputs, staged with its halo in shared memory, planar per channel; a
- * thread: kRowRun adjacent outputs (odd, so that a warp's loads, kRowRun
- * words apart, fall in 32 different banks). */
+/* Plane c of scratch at (x, y) = sum over mx of row[mx] * source (x + mx -
+ * ax, y). A block: one row segment of kRowThreads * kRowRun outputs, staged
+ * with its halo in shared memory, planar per channel; a thread: kRowRun
+ * adjacent outputs (odd, so that a warp's loads, kRowRun words apart, fall
+ * in 32 different banks), written back through shared memory so that the
+ * stores to scratch are whole lines. */
 __global__ void large_rows(conv2d_large_launch p)
 {
     extern __shared__ float shared[];
     const int taps = padded_taps(p.mask_width, kRowRun);
     const int segment = kRowThreads * kRowRun, span = segment + taps + kRowRun;
-    float *row = shared, *values = shared + taps;  /* values[c * span + i] */
+    float *row = shared, *out = shared + taps, *values = out + segment;  /* values[c * span + i] */
     const int x0 = blockIdx.x * segment, y = blockIdx.y, ax = p.mask_width / 2;
     for (int i = threadIdx.x; i < taps; i += kRowThreads)
         row[i] = i < p.mask_width ? p.row[i] : 0.0f;
@@ -182,8 +247,12 @@ __global__ void large_rows(conv2d_large_launch p)
         sliding_sums<kRowRun>(row, taps, [&](int i) { return v[i]; }, acc);
 #pragma unroll
         for (int r = 0; r < kRowRun; r++)
-            if (x0 + first + r < p.width)
-                ((float *)p.scratch)[pixel_at(p, x0 + first + r, y) + c] = acc[r];
+            out[first + r] = acc[r];
+        __syncthreads();
+        float *plane = (float *)p.scratch + plane_at(p, c, 0, y);
+        for (int i = threadIdx.x; i < segment && x0 + i < p.width; i += kRowThreads)
+            plane[x0 + i] = out[i];
+        __syncthreads();
     }
 }
 
@@ -206,12 +275,12 @@ __global__ void large_columns(conv2d_large_launch p)
         float acc[kColumnRun];
         sliding_sums<kColumnRun>(column, taps, [&](int i) {
             const int sy = gf_border_index(y0 - ay + i, p.height, (gf_border)p.border);
-            return sy < 0 ? 0.0f : scratch[pixel_at(p, x, sy) + c];
+            return sy < 0 ? 0.0f : scratch[plane_at(p, c, x, sy)];
         }, acc);
         for (int r = 0; r < kColumnRun && y0 + r < p.height; r++) {
             const size_t at = pixel_at(p, x, y0 + r) + c;
             const float response = acc[r] / p.scale[0] + p.offset[0];
-            p.dst[at] = finish_value(p, &response, p.src[at]);
+            p.dst[at] = finish_value<1>(p, &response, p.src[at]);
         }
     }
     for (int r = 0; r < kColumnRun && y0 + r < p.height; r++)
@@ -221,47 +290,81 @@ __global__ void large_columns(conv2d_large_launch p)
 
 /* ---- box ----------------------------------------------------------------------- */
 
-/* Outputs a thread walks: enough that the window's first sum is a small
- * share of the run. */
-__host__ __device__ int box_run(int taps)
+/* Inclusive prefix sums of q[0..n-1] in shared memory, by the block's
+ * kBoxThreads threads: each sums a run of consecutive values, the runs'
+ * totals are scanned across the block, and each run adds what comes before
+ * it. Ends with the block synchronised. */
+__device__ void block_prefix_sums(unsigned *q, int n, unsigned *warp_totals)
 {
-    return taps < 32 ? 64 : (taps > 512 ? 1024 : 2 * taps);
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int chunk = (n + kBoxThreads - 1) / kBoxThreads, start = t * chunk;
+    const int end = min(n, start + chunk);
+    unsigned run = 0;
+    for (int i = start; i < end; i++)
+        q[i] = run += q[i];
+    unsigned inclusive = run;
+    for (int d = 1; d < 32; d *= 2) {
+        const unsigned other = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d)
+            inclusive += other;
+    }
+    if (lane == 31)
+        warp_totals[warp] = inclusive;
+    __syncthreads();
+    if (t == 0)
+        for (int w = 1; w < kBoxThreads / 32; w++)
+            warp_totals[w] += warp_totals[w - 1];
+    __syncthreads();
+    const unsigned before = inclusive - run + (warp > 0 ? warp_totals[warp - 1] : 0u);
+    for (int i = start; i < end; i++)
+        q[i] += before;
+    __syncthreads();
 }
 
-/* sums[(y * width + x) * channels + c] = the sum of the mask_width source
- * values from x - ax on, a thread a run of box_run() outputs of one row. */
+/* Plane c of scratch (as unsigned) at (x, y) = the sum of the mask_width
+ * source values from x - ax on: a block stages a row segment of kBoxSegment
+ * outputs plus the halo, takes its prefix sums P, and each output is
+ * P[x + width] - P[x], exact in 32 bits. */
 __global__ void box_rows(conv2d_large_launch p)
 {
-    const int run = box_run(p.mask_width), runs = (p.width + run - 1) / run;
-    const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (id >= (long long)runs * p.height)
-        return;
-    const int y = (int)(id / runs), x0 = (int)(id % runs) * run, ax = p.mask_width / 2;
-    const int x1 = min(p.width, x0 + run);
-    unsigned *sums = (unsigned *)p.scratch;
-    const gf_border border = (gf_border)p.border;
-    for (int c = 0; c < p.channels_filtered; c++) {
-        unsigned sum = 0;
-        for (int mx = 0; mx < p.mask_width; mx++) {
-            const int sx = gf_border_index(x0 - ax + mx, p.width, border);
-            sum += sx < 0 ? 0u : p.src[pixel_at(p, sx, y) + c];
-        }
-        sums[pixel_at(p, x0, y) + c] = sum;
-        for (int x = x0 + 1; x < x1; x++) {
-            const int in = gf_border_index(x - ax + p.mask_width - 1, p.width, border);
-            const int out = gf_border_index(x - ax - 1, p.width, border);
-            sum += (in < 0 ? 0u : p.src[pixel_at(p, in, y) + c]) -
-                   (out < 0 ? 0u : p.src[pixel_at(p, out, y) + c]);
-            sums[pixel_at(p, x, y) + c] = sum;
-        }
+    extern __shared__ unsigned sums[];  /* [c][n + 1], sums[c][0] = 0 */
+    __shared__ unsigned warp_totals[kBoxThreads / 32];
+    const int n = kBoxSegment + p.mask_width - 1, x0 = blockIdx.x * kBoxSegment, y = blockIdx.y;
+    const int ax = p.mask_width / 2;
+    for (int i = threadIdx.x; i < n; i += kBoxThreads) {
+        const int sx = gf_border_index(x0 - ax + i, p.width, (gf_border)p.border);
+        for (int c = 0; c < p.channels_filtered; c++)
+            sums[c * (n + 1) + i + 1] = sx < 0 ? 0u : p.src[pixel_at(p, sx, y) + c];
     }
+    if (threadIdx.x == 0)
+        for (int c = 0; c < p.channels_filtered; c++)
+            sums[c * (n + 1)] = 0u;
+    __syncthreads();
+    for (int c = 0; c < p.channels_filtered; c++)
+        block_prefix_sums(sums + c * (n + 1) + 1, n, warp_totals);
+    for (int c = 0; c < p.channels_filtered; c++) {
+        const unsigned *q = sums + c * (n + 1);
+        unsigned *plane = (unsigned *)p.scratch + plane_at(p, c, 0, y);
+        for (int i = threadIdx.x; i < kBoxSegment && x0 + i < p.width; i += kBoxThreads)
+            plane[x0 + i] = q[i + p.mask_width] - q[i];
+    }
+}
+
+/* Outputs a thread of box_columns walks down: enough that the window's
+ * first sum is a small share of the run, few enough that the threads fill
+ * the device. */
+__host__ __device__ int box_run(int taps, int width, int height)
+{
+    const long long share = (long long)width * height / 300000;
+    const int fill = share < 32 ? 32 : (share > 1024 ? 1024 : (int)share);
+    return 2 * taps < fill ? 2 * taps : fill;
 }
 
 /* The column sums of the row sums, a thread a run of one column, finished
  * in double: sum * weight / scale + offset, as the reference's exact sum. */
 __global__ void box_columns(conv2d_large_launch p)
 {
-    const int run = box_run(p.mask_height), x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int run = box_run(p.mask_height, p.width, p.height), x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y0 = blockIdx.y * run, ay = p.mask_height / 2;
     if (x >= p.width || y0 >= p.height)
         return;
@@ -277,21 +380,20 @@ __global__ void box_columns(conv2d_large_launch p)
         unsigned sum = 0;
         for (int my = 0; my < p.mask_height; my++) {
             const int sy = gf_border_index(y0 - ay + my, p.height, border);
-            sum += sy < 0 ? 0u : sums[pixel_at(p, x, sy) + c];
+            sum += sy < 0 ? 0u : sums[plane_at(p, c, x, sy)];
         }
         for (int y = y0; y < y1; y++) {
             if (y > y0) {
                 const int in = gf_border_index(y - ay + p.mask_height - 1, p.height, border);
                 const int out = gf_border_index(y - ay - 1, p.height, border);
-                sum += (in < 0 ? 0u : sums[pixel_at(p, x, in) + c]) -
-                       (out < 0 ? 0u : sums[pixel_at(p, x, out) + c]);
+                sum += (in < 0 ? 0u : sums[plane_at(p, c, x, in)]) -
+                       (out < 0 ? 0u : sums[plane_at(p, c, x, out)]);
             }
             const size_t at = pixel_at(p, x, y) + c;
             const double v = (double)sum * p.box_weight / p.scale_exact + p.offset_exact;
-            const double source = p.src[at];
             double out = v;
             if (p.combine == GF_COMBINE_UNSHARP) {
-                const double d = source - v;
+                const double source = p.src[at], d = source - v;
                 out = fabs(d) >= p.threshold ? source + p.amount * d : source;
             } else if (p.combine == GF_COMBINE_MAGNITUDE) {
                 out = fabs(v);
@@ -318,7 +420,7 @@ cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
 {
     const int segment = kRowThreads * kRowRun, taps = padded_taps(p->mask_width, kRowRun);
     const size_t row_shared =
-        sizeof(float) * (taps + (size_t)p->channels_filtered * (segment + taps + kRowRun));
+        sizeof(float) * (taps + segment + (size_t)p->channels_filtered * (segment + taps + kRowRun));
     cudaError_t err = raise_shared((const void *)large_rows, row_shared);
     if (err != cudaSuccess)
         return err;
@@ -334,13 +436,15 @@ cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
 
 cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
 {
-    const int row_run = box_run(p->mask_width), column_run = box_run(p->mask_height);
-    const long long runs = (long long)((p->width + row_run - 1) / row_run) * p->height;
-    box_rows<<<blocks_for(runs, 128), 128, 0, stream>>>(*p);
-    cudaError_t err = cudaGetLastError();
+    const size_t shared = sizeof(unsigned) * (size_t)p->channels_filtered * (kBoxSegment + p->mask_width);
+    cudaError_t err = raise_shared((const void *)box_rows, shared);
     if (err != cudaSuccess)
         return err;
-    box_columns<<<dim3(blocks_for(p->width, 64), blocks_for(p->height, column_run)), 64, 0, stream>>>(*p);
+    box_rows<<<dim3(blocks_for(p->width, kBoxSegment), p->height), kBoxThreads, shared, stream>>>(*p);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+    const int run = box_run(p->mask_height, p->width, p->height);
+    box_columns<<<dim3(blocks_for(p->width, 64), blocks_for(p->height, run)), 64, 0, stream>>>(*p);
     return cudaGetLastError();
 }
 
@@ -407,8 +511,7 @@ extern "C" cudaError_t conv2d_large_gpu(int method, const conv2d_large_launch *p
     case CONV2D_LARGE_BOX: return launch_box(p, stream);
     default: break;
     }
-    const dim3 block(kDirectSide, kDirectSide);
-    large_direct<<<dim3(blocks_for(p->width, kDirectSide), blocks_for(p->height, kDirectSide)), block, 0,
-                   stream>>>(*p);
-    return cudaGetLastError();
+    void *args[] = {(void *)p};
+    return cudaLaunchKernel(direct_kernel(p), dim3(blocks_for(p->width, 8 * kDirectRun), blocks_for(p->height, 16)),
+                            dim3(8, 16), args, 0, stream);
 }
