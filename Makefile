@@ -91,7 +91,7 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c tile_rule.c cuda_sweep.c cuda_paths.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o exif.o orientation.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o mask_params.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -151,6 +151,8 @@ $(BUILD)/obj/cpu_conv.o: CFLAGS += -O3 -fno-math-errno -fno-trapping-math
 # the PNG row filters likewise (-O3 vectorizes them: about 4 times faster)
 $(BUILD)/obj/png_encode.o: CFLAGS += -O3
 $(BUILD)/obj/nvjpeg_codec.o: CPPFLAGS += $(NVJPEG_CFLAGS)
+$(BUILD)/obj/cufft_dl.o: CPPFLAGS += -DGF_CUFFT_LIBDIR='"$(CUDA_HOME)/lib64"'
+
 
 $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h src/tone.h | $(KERNEL_BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
@@ -342,7 +344,8 @@ $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/o
 
 BENCH_NPP ?= $(shell test -f $(CUDA_HOME)/include/npp.h && echo 1)
 # the objects the unit tests link (image I/O, masks, errors) plus the CPU reference
-BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o $(BUILD)/obj/tile_rule.o
+BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o $(BUILD)/obj/tile_rule.o \
+             $(BUILD)/obj/cuda_fft.o $(BUILD)/obj/cufft_dl.o
 ifeq ($(BENCH_NPP),1)
 BENCH_DEFS = -DGF_HAVE_NPP
 BENCH_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnppif -lnppc

@@ -60,6 +60,8 @@
 extern "C" {
 #include "backend.h"
 #include "cpu_conv.h"
+#include "cuda_fft.h"
+#include "cufft_dl.h"
 #include "mask.h"
 #include "tile_rule.h"
 #include "util.h"
@@ -1046,14 +1048,15 @@ static void bench_conv2d_version(Config &cfg, const gf_mask &m, const conv2d_lau
     row(t, note);
 }
 
-/* A mask past 31x31 (or an unsharp combine): the method the tool runs
- * (conv2d_large.cu), checked against the reference bands, then timed. */
-static void bench_conv2d_large(Config &cfg, const gf_mask &m, const std::vector<Band> &bands,
-                               const Peer &peer)
+/* A mask past 31x31 (or an unsharp combine) by one method of
+ * conv2d_large.cu (fft: src/cuda_fft.c), checked against the reference
+ * bands, then timed; the note gives the estimate the tool chooses by. */
+static void bench_conv2d_large_method(Config &cfg, const gf_mask &m, int method, const std::vector<Band> &bands,
+                                      const Peer &peer)
 {
-    const int method = conv2d_large_method_for(&m);
     const std::string label = format("%s %dx%d", m.name, m.width, m.height);
-    const std::string what = format("running conv2d %s %s", conv2d_large_method_name(method), m.name);
+    const char *name = conv2d_large_method_name(method);
+    const std::string what = format("running conv2d %s %s", name, m.name);
     progress(cfg, what.c_str());
     conv2d_large_launch p;
     conv2d_large_launch_of(&m, cfg.width, cfg.height, cfg.channels, cfg.channels, GF_BORDER_NEAREST, &p);
@@ -1064,25 +1067,38 @@ static void bench_conv2d_large(Config &cfg, const gf_mask &m, const std::vector<
     const size_t scratch = conv2d_large_scratch_bytes(method, &p);
     if (scratch)
         CHECK(cudaMalloc(&p.scratch, scratch), format("allocating %zu bytes of conv2d scratch", scratch));
-    p.src = cfg.in[0];
-    p.dst = cfg.out[0];
-    CHECK(conv2d_large_gpu(method, &p, g_stream), what);
-    Diff d = compare_bands(cfg, p.dst, bands);
-    if (!d.acceptable())
-        die(1, "conv2d %s %s differs from the CPU reference: %s", conv2d_large_method_name(method),
-            m.name, describe_diff(d).c_str());
-    std::string note = d.off_by_one ? format("%zu of %zu checked values off by 1", d.off_by_one, d.total) : "";
-    Timing t = time_runs(
-        [&](int i) {
-            conv2d_large_launch r = p;
-            r.src = cfg.in[i % cfg.buffers];
-            r.dst = cfg.out[i % cfg.buffers];
+    gf_cuda_fft *fft = NULL;
+    if (method == CONV2D_LARGE_FFT && !(fft = gf_cuda_fft_prepare(&p, g_stream)))
+        die(1, "%s", library_error());
+    auto run = [&](int b) -> cudaError_t {
+        conv2d_large_launch r = p;
+        r.src = cfg.in[b];
+        r.dst = cfg.out[b];
+        if (method != CONV2D_LARGE_FFT)
             return conv2d_large_gpu(method, &r, g_stream);
-        },
-        what);
+        return gf_cuda_fft_run(fft, &r, g_stream) == 0 ? cudaSuccess : cudaErrorUnknown;
+    };
+    CHECK(run(0), what);
+    Diff d = compare_bands(cfg, cfg.out[0], bands);
+    if (!d.acceptable())
+        die(1, "conv2d %s %s differs from the CPU reference: %s", name, m.name, describe_diff(d).c_str());
+    std::string note = format("estimate %.2f ms", gf_large_estimate_ms(method, &p));
+    if (d.off_by_one)
+        note += format("; %zu of %zu checked values off by 1", d.off_by_one, d.total);
+    Timing t = time_runs([&](int i) { return run(i % cfg.buffers); }, what);
+    gf_cuda_fft_free(fft);
     cudaFree(p.scratch);
-    add_row(cfg, "conv2d", conv2d_large_method_name(method), label, t, 2.0 * (double)cfg.bytes,
-            (double)cfg.pixels, peer, note);
+    add_row(cfg, "conv2d", name, label, t, 2.0 * (double)cfg.bytes, (double)cfg.pixels, peer, note);
+}
+
+/* The mask's own method, and the fft one beside it where cuFFT loads (not
+ * for boxes, whose running sums cost less than any transform). */
+static void bench_conv2d_large(Config &cfg, const gf_mask &m, const std::vector<Band> &bands, const Peer &peer)
+{
+    const int own = conv2d_large_method_for(&m);
+    bench_conv2d_large_method(cfg, m, own, bands, peer);
+    if (own != CONV2D_LARGE_BOX && gf_cufft(NULL))
+        bench_conv2d_large_method(cfg, m, CONV2D_LARGE_FFT, bands, peer);
 }
 
 static void bench_conv2d(Config &cfg, const gf_mask &m)

@@ -23,6 +23,12 @@
  *              double, so the bytes are the reference's. The cost per value
  *              does not grow with the radius (but for the halo staged).
  *
+ *   fft        any mask (src/cuda_fft.c, cuFFT): per channel, the image
+ *              padded through the border, its spectrum times the conjugate
+ *              of each matrix's, back (the circular correlation, exact
+ *              where it does not wrap), finished. O(log n) a value whatever
+ *              the mask: past the crossover with the others (cuda_fft.c).
+ *
  * The border is applied where a pass reads (gf_border_index), so the
  * column pass reads row-pass values at mapped rows: the border commutes
  * with a pass along the other axis. */
@@ -270,13 +276,21 @@ __global__ void large_columns(conv2d_large_launch p)
     if (x >= p.width || y0 >= p.height)
         return;
     const int ay = p.mask_height / 2;
-    const float *scratch = (const float *)p.scratch;
+    /* rows y0 - ay .. y0 - ay + taps + kColumnRun - 1 are read: inside the
+     * image (most threads) they need no border, one row a step */
+    const bool inside = y0 - ay >= 0 && y0 - ay + taps + kColumnRun <= p.height;
     for (int c = 0; c < p.channels_filtered; c++) {
         float acc[kColumnRun];
-        sliding_sums<kColumnRun>(column, taps, [&](int i) {
-            const int sy = gf_border_index(y0 - ay + i, p.height, (gf_border)p.border);
-            return sy < 0 ? 0.0f : scratch[plane_at(p, c, x, sy)];
-        }, acc);
+        const float *plane = (const float *)p.scratch + plane_at(p, c, x, 0);
+        if (inside) {
+            const float *first = plane + (size_t)(y0 - ay) * p.width;
+            sliding_sums<kColumnRun>(column, taps, [&](int i) { return first[(size_t)i * p.width]; }, acc);
+        } else {
+            sliding_sums<kColumnRun>(column, taps, [&](int i) {
+                const int sy = gf_border_index(y0 - ay + i, p.height, (gf_border)p.border);
+                return sy < 0 ? 0.0f : plane[(size_t)sy * p.width];
+            }, acc);
+        }
         for (int r = 0; r < kColumnRun && y0 + r < p.height; r++) {
             const size_t at = pixel_at(p, x, y0 + r) + c;
             const float response = acc[r] / p.scale[0] + p.offset[0];
@@ -371,24 +385,27 @@ __global__ void box_columns(conv2d_large_launch p)
     const int y1 = min(p.height, y0 + run);
     const unsigned *sums = (const unsigned *)p.scratch;
     const gf_border border = (gf_border)p.border;
+    const bool inside = y0 - ay - 1 >= 0 && y1 - 1 - ay + p.mask_height - 1 < p.height;
     for (int c = 0; c < p.channels; c++) {
         if (c >= p.channels_filtered) {
             for (int y = y0; y < y1; y++)
                 p.dst[pixel_at(p, x, y) + c] = p.src[pixel_at(p, x, y) + c];
             continue;
         }
+        const unsigned *plane = sums + plane_at(p, c, x, 0);
+        /* the row of virtual index i; inside the image (most runs) no border */
+        auto row = [&](int i) {
+            if (inside)
+                return plane[(size_t)i * p.width];
+            const int sy = gf_border_index(i, p.height, border);
+            return sy < 0 ? 0u : plane[(size_t)sy * p.width];
+        };
         unsigned sum = 0;
-        for (int my = 0; my < p.mask_height; my++) {
-            const int sy = gf_border_index(y0 - ay + my, p.height, border);
-            sum += sy < 0 ? 0u : sums[plane_at(p, c, x, sy)];
-        }
+        for (int my = 0; my < p.mask_height; my++)
+            sum += row(y0 - ay + my);
         for (int y = y0; y < y1; y++) {
-            if (y > y0) {
-                const int in = gf_border_index(y - ay + p.mask_height - 1, p.height, border);
-                const int out = gf_border_index(y - ay - 1, p.height, border);
-                sum += (in < 0 ? 0u : sums[plane_at(p, c, x, in)]) -
-                       (out < 0 ? 0u : sums[plane_at(p, c, x, out)]);
-            }
+            if (y > y0)
+                sum += row(y - ay + p.mask_height - 1) - row(y - ay - 1);
             const size_t at = pixel_at(p, x, y) + c;
             const double v = (double)sum * p.box_weight / p.scale_exact + p.offset_exact;
             double out = v;
@@ -402,6 +419,66 @@ __global__ void box_columns(conv2d_large_launch p)
             p.dst[at] = (unsigned char)(out > 0.0 ? (out < 255.0 ? out : 255.0) : 0.0);
         }
     }
+}
+
+/* ---- fft: the kernels around cuFFT's transforms (src/cuda_fft.c) ------------- */
+
+/* real[j * lw + i] = the source's channel at (i - ax, j - ay) through the
+ * border for i < width + mask_width - 1, j < height + mask_height - 1;
+ * zero past them, up to lw x lh. */
+__global__ void fft_pad_image(conv2d_large_launch p, int channel, float *real, int lw, int lh)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= lw || j >= lh)
+        return;
+    float v = 0.0f;
+    if (i < p.width + p.mask_width - 1 && j < p.height + p.mask_height - 1) {
+        const int sx = gf_border_index(i - p.mask_width / 2, p.width, (gf_border)p.border);
+        const int sy = gf_border_index(j - p.mask_height / 2, p.height, (gf_border)p.border);
+        v = sx < 0 || sy < 0 ? 0.0f : p.src[pixel_at(p, sx, sy) + channel];
+    }
+    real[(size_t)j * lw + i] = v;
+}
+
+/* real = matrix k's weights at the top left of an lw x lh array of zeros. */
+__global__ void fft_pad_weights(conv2d_large_launch p, int k, float *real, int lw, int lh)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= lw || j >= lh)
+        return;
+    real[(size_t)j * lw + i] = i < p.mask_width && j < p.mask_height
+        ? p.weights[((size_t)k * p.mask_height + j) * p.mask_width + i] : 0.0f;
+}
+
+/* out = image * conj(weights) * scale: the spectrum of the circular
+ * correlation (cuFFT's inverse is unnormalized: scale = 1 / (lw lh)). */
+__global__ void fft_correlate(const float2 *image, const float2 *weights, float2 *out, size_t n, float scale)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const float2 a = image[i], b = weights[i];
+    out[i] = make_float2((a.x * b.x + a.y * b.y) * scale, (a.y * b.x - a.x * b.y) * scale);
+}
+
+/* The channel's bytes from the K correlations (results[k] at y * lw + x),
+ * finished as every method's; a channel past the filtered ones is copied. */
+template <int K>
+__global__ void fft_finish(conv2d_large_launch p, int channel, conv2d_fft_results results, int lw)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= p.width || y >= p.height)
+        return;
+    const size_t at = pixel_at(p, x, y) + channel;
+    if (channel >= p.channels_filtered) {
+        p.dst[at] = p.src[at];
+        return;
+    }
+    float v[K];
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        v[k] = results.plane[k][(size_t)y * lw + x] / p.scale[k] + p.offset[k];
+    p.dst[at] = finish_value<K>(p, v, p.src[at]);
 }
 
 unsigned blocks_for(long long items, int threads)
@@ -493,13 +570,13 @@ extern "C" void conv2d_large_launch_of(const gf_mask *mask, int width, int heigh
 
 extern "C" const char *conv2d_large_method_name(int method)
 {
-    static const char *const names[] = {"large direct", "large separable", "large box"};
+    static const char *const names[] = {"large direct", "large separable", "large box", "large fft"};
     return method >= 0 && method < CONV2D_LARGE_METHODS ? names[method] : NULL;
 }
 
 extern "C" size_t conv2d_large_scratch_bytes(int method, const conv2d_large_launch *p)
 {
-    if (method == CONV2D_LARGE_DIRECT)
+    if (method == CONV2D_LARGE_DIRECT || method == CONV2D_LARGE_FFT)
         return 0;
     return (size_t)p->width * p->height * p->channels * sizeof(float);  /* float or unsigned */
 }
@@ -514,4 +591,39 @@ extern "C" cudaError_t conv2d_large_gpu(int method, const conv2d_large_launch *p
     void *args[] = {(void *)p};
     return cudaLaunchKernel(direct_kernel(p), dim3(blocks_for(p->width, 8 * kDirectRun), blocks_for(p->height, 16)),
                             dim3(8, 16), args, 0, stream);
+}
+
+extern "C" cudaError_t conv2d_fft_pad_image(const conv2d_large_launch *p, int channel, float *real,
+                                            int lw, int lh, cudaStream_t stream)
+{
+    fft_pad_image<<<dim3(blocks_for(lw, 32), blocks_for(lh, 8)), dim3(32, 8), 0, stream>>>(*p, channel, real, lw, lh);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv2d_fft_pad_weights(const conv2d_large_launch *p, int k, float *real, int lw,
+                                              int lh, cudaStream_t stream)
+{
+    fft_pad_weights<<<dim3(blocks_for(lw, 32), blocks_for(lh, 8)), dim3(32, 8), 0, stream>>>(*p, k, real, lw, lh);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv2d_fft_correlate(const void *image, const void *weights, void *out, size_t n,
+                                            float scale, cudaStream_t stream)
+{
+    fft_correlate<<<blocks_for((long long)n, 256), 256, 0, stream>>>((const float2 *)image, (const float2 *)weights,
+                                                                   (float2 *)out, n, scale);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv2d_fft_finish(const conv2d_large_launch *p, int channel, conv2d_fft_results results,
+                                         int lw, cudaStream_t stream)
+{
+    const dim3 grid(blocks_for(p->width, 32), blocks_for(p->height, 8)), block(32, 8);
+    switch (p->mask_count) {
+    case 1: fft_finish<1><<<grid, block, 0, stream>>>(*p, channel, results, lw); break;
+    case 2: fft_finish<2><<<grid, block, 0, stream>>>(*p, channel, results, lw); break;
+    case 3: fft_finish<3><<<grid, block, 0, stream>>>(*p, channel, results, lw); break;
+    default: fft_finish<4><<<grid, block, 0, stream>>>(*p, channel, results, lw); break;
+    }
+    return cudaGetLastError();
 }

@@ -14,7 +14,13 @@ extern "C" {
 
 #include "../src/mask.h"
 
-enum { CONV2D_LARGE_DIRECT = 0, CONV2D_LARGE_SEPARABLE, CONV2D_LARGE_BOX, CONV2D_LARGE_METHODS };
+enum {
+    CONV2D_LARGE_DIRECT = 0,
+    CONV2D_LARGE_SEPARABLE,
+    CONV2D_LARGE_BOX,
+    CONV2D_LARGE_FFT,  /* cuFFT's transforms, driven by src/cuda_fft.c, with the kernels below */
+    CONV2D_LARGE_METHODS
+};
 typedef struct {
     const unsigned char *src;  /* device, width * height * channels, interleaved */
     unsigned char *dst;        /* device, same shape; must not alias src */
@@ -37,7 +43,22 @@ const char *conv2d_large_method_name(int method);
 void conv2d_large_launch_of(const gf_mask *mask, int width, int height, int channels,
                             int channels_filtered, int border, conv2d_large_launch *p);
 size_t conv2d_large_scratch_bytes(int method, const conv2d_large_launch *p);
+/* Methods direct, separable and box (fft: src/cuda_fft.c). */
 cudaError_t conv2d_large_gpu(int method, const conv2d_large_launch *p, cudaStream_t stream);
+
+/* The fft method's kernels on lw x lh real arrays and their lh x (lw/2 + 1)
+ * complex spectra (see conv2d_large.cu). */
+typedef struct {
+    const float *plane[4];  /* matrix k's correlation, lw floats a row */
+} conv2d_fft_results;
+cudaError_t conv2d_fft_pad_image(const conv2d_large_launch *p, int channel, float *real, int lw, int lh,
+                                 cudaStream_t stream);
+cudaError_t conv2d_fft_pad_weights(const conv2d_large_launch *p, int k, float *real, int lw, int lh,
+                                   cudaStream_t stream);
+cudaError_t conv2d_fft_correlate(const void *image, const void *weights, void *out, size_t n, float scale,
+                                 cudaStream_t stream);
+cudaError_t conv2d_fft_finish(const conv2d_large_launch *p, int channel, conv2d_fft_results results, int lw,
+                              cudaStream_t stream);
 
 #ifdef __cplusplus
 }

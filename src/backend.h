@@ -25,9 +25,14 @@ typedef enum {
     GF_CONV_AUTO = 5,   /* see pick_version() in backend_cuda.c */
 } gf_conv_version;
 
+/* Masks past 31x31 by FFT: the estimates' choice, always where a mask is
+ * not a box, or never. */
+typedef enum { GF_FFT_AUTO = 0, GF_FFT_ALWAYS, GF_FFT_NEVER } gf_fft_mode;
+
 typedef struct {
     int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
     gf_conv_version conv_version;
+    gf_fft_mode fft;
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */

@@ -8,12 +8,30 @@
 
 #include "../kernels/conv2d_large.h"
 #include "cuda_backend.h"
+#include "cuda_fft.h"
+#include "cufft_dl.h"
 
 typedef struct {
     int method;
     conv2d_large_launch launch;
     const gf_mask *mask;
+    gf_cuda_fft *fft;           /* the fft method's state */
 } large_job;
+
+/* The mask's own method (box, separable, direct), or fft where --fft asks
+ * for it or (auto) the estimates say it is faster and cuFFT is there. */
+static int choose_method(const cuda_backend *b, const gf_mask *mask, const conv2d_large_launch *p)
+{
+    const int own = conv2d_large_method_for(mask);
+    if (own == CONV2D_LARGE_BOX || b->options.fft == GF_FFT_NEVER)
+        return own;
+    if (b->options.fft == GF_FFT_ALWAYS)
+        return CONV2D_LARGE_FFT;
+    if (!gf_cufft(NULL))
+        return own;
+    return gf_large_estimate_ms(CONV2D_LARGE_FFT, p) < gf_large_estimate_ms(own, p) ? CONV2D_LARGE_FFT
+                                                                                   : own;
+}
 
 /* parts[0..count-1], each 'each' doubles, as floats in one device array. */
 static float *upload_floats(const cuda_backend *b, double *const *parts, int count, size_t each)
@@ -41,7 +59,7 @@ static float *upload_floats(const cuda_backend *b, double *const *parts, int cou
 static int upload_mask(const cuda_backend *b, const gf_mask *mask, large_job *job)
 {
     conv2d_large_launch *p = &job->launch;
-    if (job->method == CONV2D_LARGE_DIRECT) {
+    if (job->method == CONV2D_LARGE_DIRECT || job->method == CONV2D_LARGE_FFT) {
         p->weights = upload_floats(b, mask->weights, mask->count, (size_t)mask->width * mask->height);
         return p->weights ? 0 : -1;
     }
@@ -52,6 +70,7 @@ static int upload_mask(const cuda_backend *b, const gf_mask *mask, large_job *jo
 
 static void free_job(large_job *job)
 {
+    gf_cuda_fft_free(job->fft);
     cudaFree((void *)job->launch.weights);
     cudaFree((void *)job->launch.row);
     cudaFree((void *)job->launch.column);
@@ -67,7 +86,12 @@ static int run_band(cuda_backend *b, void *arg, const unsigned char *src, unsign
     job->launch.height = height;
     if (b->options.log)
         CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
-    CUDA_CHECK(conv2d_large_gpu(job->method, &job->launch, b->stream), "launching conv2d");
+    if (job->method == CONV2D_LARGE_FFT) {
+        if (gf_cuda_fft_run(job->fft, &job->launch, b->stream) < 0)
+            return -1;
+    } else {
+        CUDA_CHECK(conv2d_large_gpu(job->method, &job->launch, b->stream), "launching conv2d");
+    }
     if (b->options.log) {
         float ms = 0.0f;
         CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "recording an event");
@@ -86,11 +110,16 @@ static int run_band(cuda_backend *b, void *arg, const unsigned char *src, unsign
 int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,
                            int channels_filtered)
 {
-    large_job job = {.method = conv2d_large_method_for(mask), .mask = mask};
+    large_job job = {.mask = mask};
     const int rows = b->strips ? (int)b->strip_rows : b->height;
     conv2d_large_launch_of(mask, b->width, rows, b->channels, channels_filtered, border, &job.launch);
+    job.method = choose_method(b, mask, &job.launch);
     const size_t scratch = conv2d_large_scratch_bytes(job.method, &job.launch);
     int status = upload_mask(b, mask, &job);
+    if (status == 0 && job.method == CONV2D_LARGE_FFT && !(job.fft = gf_cuda_fft_prepare(&job.launch, b->stream))) {
+        free_job(&job);
+        return -1;
+    }
     if (status == 0 && scratch && cudaMalloc(&job.launch.scratch, scratch) != cudaSuccess) {
         (void)cudaGetLastError();
         status = -1;

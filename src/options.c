@@ -21,6 +21,7 @@ enum {
     OPT_BACKEND = 256,
     OPT_TILE,
     OPT_KERNEL,
+    OPT_FFT,
     OPT_DEVICE,
     OPT_FILTER_ALPHA,
     OPT_LIST_MASKS,
@@ -138,6 +139,9 @@ static void usage(FILE *out)
 "                         (default: the fastest measured for the mask and\n"
 "                         image; -v names it), or for experiments direct,\n"
 "                         separable, blocked, tiled, naive\n"
+"      --fft MODE         GPU masks past 31x31 (boxes aside) by FFT: auto\n"
+"                         (default: where the estimates say it is faster;\n"
+"                         -v names the method), always, never\n"
 "      --gpu-memory SIZE  GPU memory the image buffers may use, e.g. 512M\n"
 "                         (default: what the device has free). A larger image\n"
 "                         is processed in horizontal strips\n"
@@ -298,6 +302,8 @@ static const char *const backend_names[] = {"auto", "cpu", "cuda", "reference", 
 static const char *const codec_names[] = {"auto", "cpu", "gpu", NULL};
 /* indexed by gf_conv_version */
 static const char *const kernel_names[] = {"naive", "tiled", "blocked", "separable", "direct", "auto", NULL};
+/* indexed by gf_fft_mode */
+static const char *const fft_names[] = {"auto", "always", "never", NULL};
 
 static int parse_tile(const char *s, int *width, int *height)
 {
@@ -533,6 +539,11 @@ static int parse_device_option(int c, const char *arg, gf_job *j, const char **t
                                "the largest any kernel version takes", arg);
         *tile_text = arg;
         break;
+    case OPT_FFT:
+        if ((choice = parse_choice(arg, fft_names)) < 0)
+            return usage_error("--fft takes auto, always or never, not '%s'", arg);
+        j->backend_options.fft = (gf_fft_mode)choice;
+        break;
     case OPT_KERNEL:
         if ((choice = parse_choice(arg, kernel_names)) < 0)
             return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
@@ -677,6 +688,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"codec", required_argument, NULL, OPT_CODEC},
         {"tile", required_argument, NULL, OPT_TILE},
         {"kernel", required_argument, NULL, OPT_KERNEL},
+        {"fft", required_argument, NULL, OPT_FFT},
         {"device", required_argument, NULL, OPT_DEVICE},
         {"filter-alpha", no_argument, NULL, OPT_FILTER_ALPHA},
         {"list-masks", no_argument, NULL, OPT_LIST_MASKS},

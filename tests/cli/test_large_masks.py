@@ -50,10 +50,11 @@ def write_mask(tmp_path, name, text):
     return str(path)
 
 
-def check(gf, tmp_path, check_cuda_matches_cpu, img, spec, want, border, ties=None, tag="x"):
-    got = gf.apply(tmp_path, img, [spec], border, tag=tag)
+def check(gf, tmp_path, check_cuda_matches_cpu, img, spec, want, border, ties=None, tag="x",
+          extra=()):
+    got = gf.apply(tmp_path, img, [spec], border, extra=extra, tag=tag)
     assert got.shape == as3d(img).shape
-    check_cuda_matches_cpu(tmp_path, img, got, [spec], border, tag=tag, ties=ties)
+    check_cuda_matches_cpu(tmp_path, img, got, [spec], border, extra=extra, tag=tag, ties=ties)
     assert_close(got, want, what=f"{spec} border={border} vs oracle", ties=ties)
     return got
 
@@ -111,6 +112,56 @@ def test_large_mask_file(gf, rng, tmp_path, check_cuda_matches_cpu, shape, kind,
         ties = ties_within(img, mask, border, terms) if terms else None
     check(gf, tmp_path, check_cuda_matches_cpu, img, write_mask(tmp_path, kind, text), want,
           border, ties)
+
+
+# the FFT's float error on these sizes stays far below this (its bound grows
+# with log n, not with the taps); values this close to k + 1/2 may round
+# either way
+FFT_WITHIN = 0.01
+
+
+@pytest.mark.reduce(2)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("shape,kind,size,channels", [c for c in LARGE_CASES if c[1] != "box"],
+                         ids=[f"{c[0]}-{c[1]}-c{c[3]}" for c in LARGE_CASES if c[1] != "box"])
+def test_large_mask_fft(gf, rng, tmp_path, check_cuda_matches_cpu, shape, kind, size, channels,
+                        border):
+    """--fft always: the same masks through cuFFT (on the CPU backend the
+    option changes nothing)."""
+    from gftest import parse_mask
+    text = large_mask_text(rng, shape, kind)
+    mask = parse_mask(text)
+    img = random_image(rng, size[0], size[1], channels)
+    check(gf, tmp_path, check_cuda_matches_cpu, img, write_mask(tmp_path, kind, text),
+          apply_mask(img, mask, border), border, rounding_ties(img, mask, border, within=FFT_WITHIN),
+          extra=["--fft", "always"])
+
+
+def test_fft_several_matrices_and_unsharp(gf, rng, tmp_path, check_cuda_matches_cpu):
+    """--fft always with a magnitude of two matrices, and a gaussian."""
+    from gftest import parse_mask
+    a = rng.integers(-2, 3, (33, 35)).astype(float)
+    b = rng.integers(-2, 3, (33, 35)).astype(float)
+    text = "combine magnitude\n" + format_matrix(a, scale=64) + format_matrix(b, scale=64)
+    mask = parse_mask(text)
+    img = random_image(rng, 61, 44, 4)
+    check(gf, tmp_path, check_cuda_matches_cpu, img, write_mask(tmp_path, "mag", text),
+          apply_mask(img, mask, "wrap"), "wrap", rounding_ties(img, mask, "wrap", within=FFT_WITHIN),
+          extra=["--fft", "always"], tag="mag")
+    g = gaussian_taps(9.0)
+    values = separable_values(img, g, g, 1.0, 0.0, "nearest")
+    ties = np.zeros(as3d(img).shape, bool)
+    ties[:, :, :values.shape[2]] = np.abs(values - np.floor(values) - 0.5) < FFT_WITHIN
+    check(gf, tmp_path, check_cuda_matches_cpu, img, "gaussian:9", rounded(img, values), "nearest",
+          ties, extra=["--fft", "always"], tag="gauss")
+
+
+def test_fft_option_checked(gf, rng, tmp_path):
+    from gftest import write_png
+    src = tmp_path / "in.png"
+    write_png(src, random_image(rng, 4, 4, 1))
+    r = gf.run("--fft", "sometimes", "-m", "box3", str(src), str(tmp_path / "out.png"))
+    assert r.rc == 2 and "--fft takes auto, always or never" in r.err, r.describe()
 
 
 def test_large_mask_several_matrices(gf, rng, tmp_path, check_cuda_matches_cpu):
