@@ -18,6 +18,7 @@ _gpufilter()
         -f|--format) COMPREPLY=($(compgen -W "png jpg jpeg bmp tga" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "auto cuda cpu reference" -- "$cur")); return ;;
         --kernel) COMPREPLY=($(compgen -W "auto direct separable blocked tiled naive" -- "$cur")); return ;;
+        --fft) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --tile) COMPREPLY=($(compgen -W "auto sweep 16x16 32x8 32x16 64x8 128x8 512x8" -- "$cur")); return ;;
         -o|--output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         -q|--quality|-j|--jobs|--png-level|--device|--devices|--shard|--suffix|--max-pixels|--max-memory|--gpu-memory|--decode-timeout)
@@ -31,7 +32,7 @@ _gpufilter()
             return ;;
         -*)
             COMPREPLY=($(compgen -W "-m --mask -b --border --filter-alpha --no-autorotate -f --format
-                -q --quality --png-level --backend --device --devices --tile --kernel --gpu-memory --output
+                -q --quality --png-level --backend --device --devices --tile --kernel --fft --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
                 --max-pixels --max-memory --decode-timeout --equalize --normalize --auto-level
                 --stats --summary --gray --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))

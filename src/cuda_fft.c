@@ -21,10 +21,12 @@ struct gf_cuda_fft {
     float *results[4];          /* each matrix's correlation */
 };
 
+/* Sizes with factors 7 and up measured ~1.5x slower on the H200 (8505 =
+ * 3^5 5 7 against 8400), so only 2, 3 and 5. */
 static int is_smooth(int n)
 {
-    static const int primes[] = {2, 3, 5, 7};
-    for (int i = 0; i < 4; i++)
+    static const int primes[] = {2, 3, 5};
+    for (int i = 0; i < 3; i++)
         while (n % primes[i] == 0)
             n /= primes[i];
     return n == 1;
@@ -40,9 +42,10 @@ int gf_fft_size(int n)
 /* Rates of the H200 (bench/RESULTS.md, large masks): multiply-adds a
  * second of the direct and separable methods, and the seconds a point of
  * one 2-D real transform and its share of the kernels around it take. */
-#define DIRECT_FMA_PER_S 14.5e12
-#define SEPARABLE_FMA_PER_S 6.0e12
+#define DIRECT_FMA_PER_S 12.0e12
+#define SEPARABLE_FMA_PER_S 8.0e12
 #define FFT_S_PER_POINT 1.6e-11
+#define FFT_PLAN_MS 0.3   /* the plans and the matrices' spectra, per call */
 
 double gf_large_estimate_ms(int method, const conv2d_large_launch *p)
 {
@@ -57,7 +60,7 @@ double gf_large_estimate_ms(int method, const conv2d_large_launch *p)
                               gf_fft_size(p->height + p->mask_height - 1);
         /* a forward transform per matrix, then per channel one forward and an inverse per matrix */
         const int transforms = p->mask_count + p->channels_filtered * (1 + p->mask_count);
-        return 1e3 * transforms * points * FFT_S_PER_POINT;
+        return FFT_PLAN_MS + 1e3 * transforms * points * FFT_S_PER_POINT;
     }
     default:
         return 0.0;

@@ -10,7 +10,7 @@
 
 typedef struct gf_cuda_fft gf_cuda_fft;
 
-/* Smallest n' >= n of the form 2^a 3^b 5^c 7^d (cuFFT's fast sizes). */
+/* Smallest n' >= n of the form 2^a 3^b 5^c (cuFFT's fast sizes). */
 int gf_fft_size(int n);
 /* Estimated milliseconds of launch p (its width, height and mask) by a
  * method: the direct, separable and fft ones (the rates measured by
