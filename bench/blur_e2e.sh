@@ -3,7 +3,9 @@
 # call (gaussian:sigma=S, exact sampled weights to 3 sigma) beside
 # `vips gaussblur S` (its default min-ampl 0.2: a shorter mask) and
 # ImageMagick `-gaussian-blur 0xS`, each a whole process from start to the
-# JPEG written (quality 92).
+# JPEG written (quality 92); and where the vips command is missing but
+# pyvips imports, the same gaussblur timed inside one Python process (its
+# start and import left out), on all cores.
 #
 #   bash bench/blur_e2e.sh                          # backends auto cpu; peers if installed
 #   BACKENDS="auto cuda" SIGMAS="10 50 250" bash bench/blur_e2e.sh
@@ -47,6 +49,21 @@ time_call() {
     printf '%s\n' "${walls[@]}" | sort -g | awk '{ a[NR] = $1 } END { printf "%.3f", a[int((NR + 1) / 2)] }'
 }
 
+# pyvips_time SIGMA: the median in-process time of R runs after a warm-up
+pyvips_time() {
+    "$PYTHON" - "$IN" "$WORK/out/blur.jpg" "$1" "$R" <<'PY'
+import statistics, sys, time
+import pyvips
+src, out, sigma, runs = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+times = []
+for i in range(runs + 1):
+    t0 = time.perf_counter()
+    pyvips.Image.new_from_file(src, access="sequential").gaussblur(sigma).write_to_file(out + "[Q=92]")
+    times.append(time.perf_counter() - t0)
+print(f"{statistics.median(times[1:]):.3f}")
+PY
+}
+
 printf '%-8s' sigma
 for b in $BACKENDS; do printf ' %10s' "gf:$b"; done
 printf ' %10s %10s\n' vips magick
@@ -55,7 +72,9 @@ for s in $SIGMAS; do
     for b in $BACKENDS; do
         printf ' %10s' "$(time_call "$BIN" --backend "$b" -q 92 -m "gaussian:sigma=$s" "$IN" "$WORK/out/blur.jpg")"
     done
-    if command -v vips >/dev/null; then v=$(time_call vips gaussblur "$IN" "$WORK/out/blur.jpg[Q=92]" "$s"); else v="n/a"; fi
+    if command -v vips >/dev/null; then v=$(time_call vips gaussblur "$IN" "$WORK/out/blur.jpg[Q=92]" "$s")
+    elif "$PYTHON" -c "import pyvips" 2>/dev/null; then v=$(pyvips_time "$s")
+    else v="n/a"; fi
     if [[ -n $IM ]]; then m=$(time_call "$IM" "$IN" -gaussian-blur "0x$s" -quality 92 "$WORK/out/blur.jpg"); else m="n/a"; fi
     printf ' %10s %10s\n' "$v" "$m"
 done

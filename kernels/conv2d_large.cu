@@ -1,12 +1,15 @@
 /* conv2d_large.cu - masks of any size (past conv2d.cu's 31x31), and the
- * unsharp combine: sums in float, finished as the reference finishes.
+ * unsharp combine: sums in float (box: in integers), finished as the
+ * reference finishes.
  *
- * Methods (the caller picks; conv2d_large_method() says which runs a mask)
+ * Methods, the ladder for large masks (conv2d_large_method_for() gives a
+ * mask's own one; src/cuda_large.c takes fft instead where it estimates it
+ * faster). H200, 8192x8192 RGBA (bench/RESULTS.md):
  *   direct     any mask, any matrices: a block of 40x16 outputs walks the
  *              mask in 15x15 chunks, each chunk's input tile and weights
  *              staged in shared memory; a thread slides along 5 adjacent
- *              outputs. taps x K FMAs per value: compute-bound (63x63 at
- *              ~4e3 FMA a value and channel).
+ *              outputs. taps x K FMAs per value: compute-bound (63x63:
+ *              74 ms, ~14e12 FMA/s).
  *   separable  one matrix, column x row: a row pass (a block stages its
  *              row segment plus the halo in shared memory, planar per
  *              channel; a thread slides along 7 adjacent outputs) into
@@ -14,20 +17,22 @@
  *              outputs of one column). Each step of a slide loads one
  *              weight and one value for 7 or 8 FMAs. width + height FMAs
  *              per value; the scratch is read and written once (8 B a
- *              value).
+ *              value). Gaussian sigma 10: 4.3 ms; sigma 250: 113 ms.
  *   box        one matrix of equal weights: sums exact in 32-bit unsigned
  *              integers (4095 x 4095 x 255 < 2^32), along rows as
  *              differences of a row segment's prefix sums (in shared
  *              memory), into planar scratch, then down columns as running
  *              sums (a thread walks a run of one column); finished in
  *              double, so the bytes are the reference's. The cost per value
- *              does not grow with the radius (but for the halo staged).
- *
+ *              does not grow with the radius (but for the halo staged):
+ *              box:63 2.4 ms, box:255 3.8 ms; ~40 B moved a pixel against
+ *              the copy's 8, so memory-bound far under the copy.
  *   fft        any mask (src/cuda_fft.c, cuFFT): per channel, the image
  *              padded through the border, its spectrum times the conjugate
  *              of each matrix's, back (the circular correlation, exact
  *              where it does not wrap), finished. O(log n) a value whatever
- *              the mask: past the crossover with the others (cuda_fft.c).
+ *              the mask: 10.6 ms from 33x33 to 1501x1501 (9 transforms of
+ *              ~8400^2 points).
  *
  * The border is applied where a pass reads (gf_border_index), so the
  * column pass reads row-pass values at mapped rows: the border commutes

@@ -3,7 +3,6 @@
  * mask (kernels/conv2d_large.cu), its weights and scratch on the device for
  * the call, the image whole or in strips. --kernel and --tile apply to the
  * fixed-size kernels only. */
-#include <math.h>
 #include <stdlib.h>
 
 #include "../kernels/conv2d_large.h"
@@ -114,12 +113,20 @@ int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border borde
     const int rows = b->strips ? (int)b->strip_rows : b->height;
     conv2d_large_launch_of(mask, b->width, rows, b->channels, channels_filtered, border, &job.launch);
     job.method = choose_method(b, mask, &job.launch);
-    const size_t scratch = conv2d_large_scratch_bytes(job.method, &job.launch);
     int status = upload_mask(b, mask, &job);
-    if (status == 0 && job.method == CONV2D_LARGE_FFT && !(job.fft = gf_cuda_fft_prepare(&job.launch, b->stream))) {
+    if (status == 0 && job.method == CONV2D_LARGE_FFT &&
+        !(job.fft = gf_cuda_fft_prepare(&job.launch, b->stream))) {
+        if (b->options.fft == GF_FFT_ALWAYS) {
+            free_job(&job);
+            return -1;
+        }
+        /* the transforms' memory is not there: the mask's own method */
         free_job(&job);
-        return -1;
+        job = (large_job){.mask = mask, .launch = job.launch, .method = conv2d_large_method_for(mask)};
+        job.launch.weights = job.launch.row = job.launch.column = NULL;
+        status = upload_mask(b, mask, &job);
     }
+    const size_t scratch = conv2d_large_scratch_bytes(job.method, &job.launch);
     if (status == 0 && scratch && cudaMalloc(&job.launch.scratch, scratch) != cudaSuccess) {
         (void)cudaGetLastError();
         status = -1;
