@@ -55,9 +55,14 @@ def test_version(gf, flag):
 LIST_LINE = re.compile(r"^(\S+)\s+(\d+)x(\d+)\s+(\S.*)$")
 
 
+PARAMETRIC_HEADER = "# parametric: "
+
+
 def parse_list(text):
+    """The mask files and built-ins of --list-masks (the lines before its
+    parametric section)."""
     rows = {}
-    for line in text.splitlines():
+    for line in text.split(PARAMETRIC_HEADER)[0].splitlines():
         if not line.strip() or line.startswith("# masks from: "):
             continue
         m = LIST_LINE.match(line)
@@ -72,6 +77,9 @@ def test_list_masks(gf):
     r = gf.run("--list-masks").ok()
     rows = parse_list(r.out.decode())
     assert sorted(rows) == sorted(BUILTIN)
+    parametric = r.out.decode().split(PARAMETRIC_HEADER)[1].splitlines()[1:]
+    assert [line.split(":")[0] for line in parametric] == ["gaussian", "box", "unsharp", "sharpen",
+                                                           "log", "dog"], parametric
     assert sorted(BUILTIN) == builtin_mask_names()
     for name, (w, h, desc) in rows.items():
         m = load_mask(name)
@@ -208,8 +216,8 @@ MALFORMED_MASKS = {
     # limits of the project's mask format (src/mask.h)
     "scale-zero": "3 3 0 0\n1 1 1\n1 1 1\n1 1 1\n",
     "nan-weight": "1 1\nnan\n",
-    "width-32": "32 1\n" + " ".join(["1"] * 32) + "\n",
-    "height-32": "1 32\n" + "1\n" * 32,
+    "width-4096": "4096 1\n" + " ".join(["1"] * 4096) + "\n",
+    "height-4096": "1 4096\n" + "1\n" * 4096,
     "mixed-sizes": "combine max\n1 1\n1\n3 3\n0 0 0\n0 1 0\n0 0 0\n",
     "five-matrices": "combine sum\n" + "1 1\n1\n" * 5,
     "combine-after-matrix": "1 1\n1\ncombine max\n1 1\n2\n",
