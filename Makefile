@@ -287,7 +287,7 @@ $(FUZZ_BUILD)/obj/no_cuda.o: tests/fuzz/no_cuda.c src/*.h
 .SECONDARY: $(FUZZ_OBJ)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) $(if $(TURBOJPEG),-lturbojpeg) $(if $(JPEGLIB),-ljpeg) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(if $(LIBDEFLATE),-ldeflate) $(if $(TURBOJPEG),-lturbojpeg) $(if $(JPEGLIB),-ljpeg) -ldl -lm
 
 fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 	@mkdir -p $(FUZZ_BUILD)/findings

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 #define GF_STR_(x) #x
 #define GF_STR(x) GF_STR_(x)
 #define LIBRARY "libcufft.so." GF_STR(CUFFT_VER_MAJOR)
@@ -18,21 +20,13 @@ static char load_note[256] = "not loaded";
 
 static void *open_library(void)
 {
-    const char *chosen = getenv("GPUFILTER_CUFFT");
-    if (chosen && *chosen)
-        return strcmp(chosen, "none") == 0 ? NULL : dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
     static const char *const names[] = {
         LIBRARY,
 #ifdef GF_CUFFT_LIBDIR
         GF_CUFFT_LIBDIR "/" LIBRARY,
 #endif
     };
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (lib)
-            return lib;
-    }
-    return NULL;
+    return gf_open_library("GPUFILTER_CUFFT", names, sizeof names / sizeof *names);
 }
 
 static int resolve(void *lib, const char *name, void **slot)

@@ -41,21 +41,13 @@ static char load_note[256] = "not loaded";
 
 static void *open_library(void)
 {
-    const char *chosen = getenv("GPUFILTER_NVJPEG");
-    if (chosen && *chosen)
-        return strcmp(chosen, "none") == 0 ? NULL : dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
     static const char *const names[] = {
         "libnvjpeg.so." GF_STR(NVJPEG_VER_MAJOR),
 #ifdef GF_NVJPEG_LIBDIR
         GF_NVJPEG_LIBDIR "/libnvjpeg.so." GF_STR(NVJPEG_VER_MAJOR),
 #endif
     };
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (lib)
-            return lib;
-    }
-    return NULL;
+    return gf_open_library("GPUFILTER_NVJPEG", names, sizeof names / sizeof *names);
 }
 
 static void load(void)

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE  /* sched_getaffinity */
 #include "util.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,4 +122,17 @@ int gf_bytes_append(gf_bytes *b, const void *data, size_t size)
     memcpy(b->data + b->size, data, size);
     b->size += size;
     return 0;
+}
+
+void *gf_open_library(const char *env_name, const char *const *names, size_t count)
+{
+    const char *chosen = getenv(env_name);
+    if (chosen && *chosen)
+        return strcmp(chosen, "none") == 0 ? NULL : dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < count; i++) {
+        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib)
+            return lib;
+    }
+    return NULL;
 }

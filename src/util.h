@@ -45,4 +45,9 @@ int gf_bytes_append(gf_bytes *bytes, const void *data, size_t size);
  * start (at most 64): work must take its items from arg until none is
  * left, so that any number of runners finishes the job. */
 void gf_run_shared(void *(*work)(void *), void *arg, int threads);
+/* A library loaded with dlopen: the file $env_name names ("none": no
+ * library, NULL), else the first of names[0..count-1] that loads; NULL when
+ * none does. */
+void *gf_open_library(const char *env_name, const char *const *names, size_t count);
+
 #endif

@@ -137,23 +137,34 @@ def test_large_mask_fft(gf, rng, tmp_path, check_cuda_matches_cpu, shape, kind, 
           extra=["--fft", "always"])
 
 
-def test_fft_several_matrices_and_unsharp(gf, rng, tmp_path, check_cuda_matches_cpu):
-    """--fft always with a magnitude of two matrices, and a gaussian."""
+def magnitude_mask_text(rng, w, h):
+    a = rng.integers(-2, 3, (h, w)).astype(float)
+    b = rng.integers(-2, 3, (h, w)).astype(float)
+    return "combine magnitude\n" + format_matrix(a, scale=64) + format_matrix(b, scale=64)
+
+
+@pytest.mark.parametrize("fft", [False, True], ids=["direct", "fft"])
+def test_large_mask_several_matrices(gf, rng, tmp_path, check_cuda_matches_cpu, fft):
+    """Two matrices and a magnitude: the combine of the direct and fft methods."""
     from gftest import parse_mask
-    a = rng.integers(-2, 3, (33, 35)).astype(float)
-    b = rng.integers(-2, 3, (33, 35)).astype(float)
-    text = "combine magnitude\n" + format_matrix(a, scale=64) + format_matrix(b, scale=64)
+    text = magnitude_mask_text(rng, 35, 33)
     mask = parse_mask(text)
     img = random_image(rng, 61, 44, 4)
     check(gf, tmp_path, check_cuda_matches_cpu, img, write_mask(tmp_path, "mag", text),
-          apply_mask(img, mask, "wrap"), "wrap", rounding_ties(img, mask, "wrap", within=FFT_WITHIN),
-          extra=["--fft", "always"], tag="mag")
+          apply_mask(img, mask, "wrap"), "wrap",
+          rounding_ties(img, mask, "wrap", within=FFT_WITHIN if fft else 1e-3),
+          extra=["--fft", "always" if fft else "never"])
+
+
+def test_fft_gaussian(gf, rng, tmp_path, check_cuda_matches_cpu):
+    """--fft always with a gaussian (which runs separable on its own)."""
+    img = random_image(rng, 61, 44, 4)
     g = gaussian_taps(9.0)
     values = separable_values(img, g, g, 1.0, 0.0, "nearest")
     ties = np.zeros(as3d(img).shape, bool)
     ties[:, :, :values.shape[2]] = np.abs(values - np.floor(values) - 0.5) < FFT_WITHIN
     check(gf, tmp_path, check_cuda_matches_cpu, img, "gaussian:9", rounded(img, values), "nearest",
-          ties, extra=["--fft", "always"], tag="gauss")
+          ties, extra=["--fft", "always"])
 
 
 def test_fft_option_checked(gf, rng, tmp_path):
@@ -164,20 +175,8 @@ def test_fft_option_checked(gf, rng, tmp_path):
     assert r.rc == 2 and "--fft takes auto, always or never" in r.err, r.describe()
 
 
-def test_large_mask_several_matrices(gf, rng, tmp_path, check_cuda_matches_cpu):
-    """Two 35x35 matrices and a magnitude: the direct method's combine."""
-    a = rng.integers(-2, 3, (35, 35)).astype(float)
-    b = rng.integers(-2, 3, (35, 35)).astype(float)
-    text = "combine magnitude\n" + format_matrix(a, scale=64) + format_matrix(b, scale=64)
-    from gftest import parse_mask
-    mask = parse_mask(text)
-    img = random_image(rng, 50, 37, 3)
-    check(gf, tmp_path, check_cuda_matches_cpu, img, write_mask(tmp_path, "mag", text),
-          apply_mask(img, mask, "reflect"), "reflect", rounding_ties(img, mask, "reflect", within=1e-3))
-
-
 def test_mask_size_limits(gf, tmp_path):
-    """Width and height up to 4095, 2^24 taps; past them the message says so."""
+    """Width and height up to 4095; past them the message says so."""
     from gftest import parse_mask
     text = format_matrix(np.ones((1, 4095)), scale=4095)
     img = random_image(np.random.default_rng(1), 6, 4, 1)
