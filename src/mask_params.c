@@ -16,7 +16,7 @@ typedef struct {
     const char *key;
     double fallback;          /* NAN: derived from the others (radius, sigma2) */
     double low, high;         /* the accepted range, inclusive */
-    const char *meaning;
+    int whole;                /* a whole number (a radius) */
 } param_info;
 
 typedef struct kind_info kind_info;
@@ -185,29 +185,21 @@ static int build_dog(const kind_info *kind, const double *v, gf_mask *mask)
 /* ---- the table ------------------------------------------------------------- */
 
 #define SIGMA_MAX 682.0  /* 3 sigma within MAX_RADIUS */
-#define RADIUS {"radius", NAN, 0, MAX_RADIUS, "half-width; default ceil(3 sigma)"}
+/* the half-width of every gaussian-based mask; default ceil(3 sigma) */
+#define RADIUS {"radius", NAN, 0, MAX_RADIUS, 1}
+#define SIGMA(key, fallback) {key, fallback, 1e-3, SIGMA_MAX, 0}
+#define OFFSET {"offset", 0.0, -1e6, 1e6, 0}
+#define AMOUNT {"amount", 1.0, 0, 1000, 0}
 
 static const kind_info kinds[] = {
-    {"gaussian", "gaussian blur", build_gaussian, 2,
-     {{"sigma", 1.0, 1e-3, SIGMA_MAX, "standard deviation, pixels"}, RADIUS}},
-    {"box", "box blur", build_box, 1, {{"radius", 1.0, 0, MAX_RADIUS, "half-width, pixels"}}},
+    {"gaussian", "gaussian blur", build_gaussian, 2, {SIGMA("sigma", 1.0), RADIUS}},
+    {"box", "box blur", build_box, 1, {{"radius", 1.0, 0, MAX_RADIUS, 1}}},
     {"unsharp", "unsharp mask", build_unsharp, 4,
-     {{"sigma", 1.0, 1e-3, SIGMA_MAX, "the blur's sigma"},
-      {"amount", 1.0, 0, 1000, "strength"},
-      {"threshold", 0.0, 0, 255, "levels of difference left alone"},
-      RADIUS}},
-    {"sharpen", "sharpen", build_sharpen, 3,
-     {{"sigma", 1.0, 1e-3, SIGMA_MAX, "the blur's sigma"}, {"amount", 1.0, 0, 1000, "strength"},
-      RADIUS}},
-    {"log", "Laplacian of gaussian", build_log, 3,
-     {{"sigma", 1.0, 1e-3, SIGMA_MAX, "standard deviation"},
-      {"offset", 0.0, -1e6, 1e6, "added to the response"},
-      RADIUS}},
+     {SIGMA("sigma", 1.0), AMOUNT, {"threshold", 0.0, 0, 255, 0}, RADIUS}},
+    {"sharpen", "sharpen", build_sharpen, 3, {SIGMA("sigma", 1.0), AMOUNT, RADIUS}},
+    {"log", "Laplacian of gaussian", build_log, 3, {SIGMA("sigma", 1.0), OFFSET, RADIUS}},
     {"dog", "difference of gaussians", build_dog, 4,
-     {{"sigma", 1.0, 1e-3, SIGMA_MAX, "the narrow gaussian"},
-      {"sigma2", NAN, 1e-3, SIGMA_MAX, "the wide one; default 1.6 sigma"},
-      {"offset", 0.0, -1e6, 1e6, "added to the response"},
-      RADIUS}},
+     {SIGMA("sigma", 1.0), SIGMA("sigma2", NAN), OFFSET, RADIUS}},
 };
 #define KIND_COUNT ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -262,9 +254,9 @@ static int parse_item(const kind_info *kind, const char *spec, char *item, int i
     errno = 0;
     const double value = strtod(text, &end);
     if (end == text || *end != '\0' || errno == ERANGE || !isfinite(value) ||
-        value < param->low || value > param->high) {
-        gf_set_error("mask %s: %s must be a number from %g to %g", spec, param->key, param->low,
-                     param->high);
+        value < param->low || value > param->high || (param->whole && value != floor(value))) {
+        gf_set_error("mask %s: %s must be a %s from %g to %g", spec, param->key,
+                     param->whole ? "whole number" : "number", param->low, param->high);
         return -1;
     }
     if (given[at]) {

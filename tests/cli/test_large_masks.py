@@ -340,7 +340,9 @@ def test_list_masks_shows_parametric(gf):
     ("gaussian:size=3", "gaussian takes sigma, radius"),
     ("gaussian:sigma=2,5,6", "a value without its key"),
     ("box:1,2", "box takes radius"),
-    ("box:radius=5000", "radius must be a number from 0 to 2047"),
+    ("box:radius=5000", "radius must be a whole number from 0 to 2047"),
+    ("box:2.5", "radius must be a whole number from 0 to 2047"),
+    ("gaussian:2,radius=7.5", "radius must be a whole number"),
     ("blur:3", "no parametric mask 'blur'"),
 ])
 def test_parametric_errors(gf, rng, tmp_path, spec, message):

@@ -121,3 +121,23 @@ def test_device_fault_in_a_batch(gf, rng, tmp_path):
     for s in srcs:
         assert s.name in r.err
     assert not outdir.exists() or list(outdir.iterdir()) == []
+
+
+# masks past 31x31 (kernels/conv2d_large.cu) in strips: 150K holds two
+# buffers of 62 rows, so a 49-row mask leaves bands of 14 rows
+LARGE_OPS = [
+    (["-m", "box:20"], 0.0),                        # running sums: the same bytes
+    (["-m", "gaussian:8"], 0.001),                  # float sums: at most 0.1% off by one
+    (["-m", "unsharp:sigma=6,amount=1.5"], 0.001),
+    (["--fft", "always", "-m", "gaussian:8"], 0.002),
+]
+
+
+@pytest.mark.parametrize("border", ["nearest", "reflect", "wrap"])
+@pytest.mark.parametrize("ops,fraction", LARGE_OPS, ids=lambda o: "".join(o).replace("-", "_")
+                         if isinstance(o, list) else None)
+def test_large_masks_in_strips(gf, rng, tmp_path, ops, fraction, border):
+    img = random_image(rng, WIDTH, HEIGHT, 4)
+    want, got, r = run_both(gf, tmp_path, img, ops, border, "150K")
+    assert "strips of up to 62 rows" in r.err, r.err
+    gftest.assert_close(got, want, what=f"cuda in strips vs cpu, {' '.join(ops)}", fraction=fraction)
