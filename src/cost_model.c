@@ -38,8 +38,7 @@ static double mask_ns(const gf_mask *mask)
     int taps = 0;
     const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
     return CPU_VALUE_NS + CPU_MATRIX_NS * (mask->count - 1) +
-           taps * (path == GF_CPU_DOUBLE || path == GF_CPU_SEPARABLE_DOUBLE ? CPU_DOUBLE_TAP_NS
-                                                                       : CPU_TAP_NS);
+           taps * (path == GF_CPU_DOUBLE ? CPU_DOUBLE_TAP_NS : CPU_TAP_NS);
 }
 
 void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, int channels,

@@ -184,7 +184,7 @@ static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
     if (!integer_taps(mask, plan)) {
         const int factors = mask->separable && mask->count == 1 && past_small_size(mask);
         plan->columns_first = factors;
-        return plan->path = factors ? GF_CPU_SEPARABLE_DOUBLE : GF_CPU_DOUBLE;
+        return plan->path = factors ? GF_CPU_SEPARABLE_FLOAT : GF_CPU_DOUBLE;
     }
     plan->float_magnitude = float_magnitude_exact(mask);
     if (!integer_factors(mask, plan))
@@ -204,7 +204,7 @@ static int nonzero_taps(const gf_mask *mask)
 
 static int path_taps(const gf_mask *mask, const conv_plan *plan)
 {
-    if (plan->path == GF_CPU_SEPARABLE_DOUBLE)
+    if (plan->path == GF_CPU_SEPARABLE_FLOAT)
         return mask->width + mask->height;
     if (plan->path != GF_CPU_SEPARABLE)
         return nonzero_taps(mask);
@@ -233,7 +233,7 @@ const char *gf_cpu_path_name(gf_cpu_path path)
     switch (path) {
     case GF_CPU_INTEGER: return "integer";
     case GF_CPU_SEPARABLE: return "separable integer";
-    case GF_CPU_SEPARABLE_DOUBLE: return "separable double";
+    case GF_CPU_SEPARABLE_FLOAT: return "separable float";
     default: return "double";
     }
 }
@@ -355,7 +355,7 @@ typedef struct {
     double *response, *combined;
     int32_t *rounded;
     int32_t *zeros;         /* the constant border's rows */
-    void *columns;          /* columns_first: the column pass's row (int32_t or double) */
+    void *columns;          /* columns_first: the column pass's row (int32_t or float) */
     void *padded_columns;   /* that row extended by the border, as pad_row */
 } band_scratch;
 
@@ -386,12 +386,12 @@ static int alloc_scratch(const band_job *job, band_scratch *s)
     int ok = s->padded && s->padded_tag && s->line_tag && s->response && s->combined &&
              s->rounded && s->zeros;
     if (job->plan->columns_first)
-        ok = ok && (s->columns = malloc(n * sizeof(double))) &&
-             (s->padded_columns = malloc(padded_bytes * sizeof(double)));
+        ok = ok && (s->columns = malloc(n * sizeof(int32_t))) &&
+             (s->padded_columns = malloc(padded_bytes * sizeof(int32_t)));  /* or float */
     else if (separable)
         ok = ok && (s->lines = malloc(n * sizeof(int32_t) * (mh + 1)));
     for (int k = 0; k < job->mask->count && ok; k++)
-        ok = job->plan->path == GF_CPU_DOUBLE || job->plan->path == GF_CPU_SEPARABLE_DOUBLE
+        ok = job->plan->path == GF_CPU_DOUBLE || job->plan->path == GF_CPU_SEPARABLE_FLOAT
                  ? (s->dsum[k] = malloc(n * sizeof(double))) != NULL
                                               : (s->isum[k] = malloc(n * sizeof(int32_t))) != NULL;
     if (!ok) {
@@ -620,7 +620,7 @@ static const unsigned char *source_row(const band_job *job, int v)
         }                                                                              \
     }
 DEFINE_PAD_COLUMNS(pad_int_columns, int32_t)
-DEFINE_PAD_COLUMNS(pad_double_columns, double)
+DEFINE_PAD_COLUMNS(pad_float_columns, float)
 
 /* columns = sum over my of column[my] * source row y + my - ay, exactly;
  * a constant column is a running sum kept from the row before. */
@@ -691,31 +691,55 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
     }
 }
 
-static void double_columns_first_band(const band_job *job, band_scratch *s)
+/* Values a chunk of the float passes keeps in its accumulator (in L1). */
+#define FLOAT_CHUNK 512
+
+/* columns[i0..i0+len) = sum over my of column[my] * source row y + my - ay. */
+static void float_column_chunk(const band_job *job, int y, int i0, int len, float *columns)
 {
     const gf_mask *m = job->mask;
-    const int ch = job->channels, n = job->width * ch, mh = m->height, ay = mh / 2;
-    double *columns = s->columns, *padded = s->padded_columns, *acc = s->dsum[0];
+    const int mh = m->height, ay = mh / 2;
+    float sum[FLOAT_CHUNK] = {0};
+    for (int my = 0; my < mh; my++) {
+        const float w = (float)m->column[my];
+        const unsigned char *p = source_row(job, y + my - ay);
+        if (w != 0.0f && p)
+            for (int j = 0; j < len; j++)
+                sum[j] += w * p[i0 + j];
+    }
+    memcpy(columns + i0, sum, (size_t)len * sizeof *sum);
+}
+
+/* response[i0..i0+len) = sum over mx of row[mx] * padded[(x + mx) * ch + c],
+ * divided by the scale, plus the offset. */
+static void float_row_chunk(const band_job *job, const float *padded, int i0, int len,
+                            double *response)
+{
+    const gf_mask *m = job->mask;
+    const int ch = job->channels;
+    float sum[FLOAT_CHUNK] = {0};
+    for (int mx = 0; mx < m->width; mx++) {
+        const float w = (float)m->row[mx];
+        const float *q = padded + (size_t)mx * ch + i0;
+        if (w != 0.0f)
+            for (int j = 0; j < len; j++)
+                sum[j] += w * q[j];
+    }
+    for (int j = 0; j < len; j++)
+        response[i0 + j] = sum[j] / m->scale[0] + m->offset[0];
+}
+
+static void float_columns_first_band(const band_job *job, band_scratch *s)
+{
+    const int n = job->width * job->channels;
+    float *columns = s->columns, *padded = s->padded_columns;
     for (int y = job->y0; y < job->y1; y++) {
-        memset(columns, 0, (size_t)n * sizeof *columns);
-        for (int my = 0; my < mh; my++) {
-            const double w = m->column[my];
-            const unsigned char *p = source_row(job, y + my - ay);
-            if (w != 0.0 && p)
-                for (int i = 0; i < n; i++)
-                    columns[i] += w * p[i];
-        }
-        pad_double_columns(job, columns, padded);
-        memset(acc, 0, (size_t)n * sizeof *acc);
-        for (int mx = 0; mx < m->width; mx++) {
-            const double w = m->row[mx];
-            if (w != 0.0)
-                for (int i = 0; i < n; i++)
-                    acc[i] += w * padded[(size_t)mx * ch + i];
-        }
-        for (int i = 0; i < n; i++)
-            s->response[i] = acc[i] / m->scale[0] + m->offset[0];
-        combine_row(s->combined, s->response, n, 0, m->combine);
+        for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)
+            float_column_chunk(job, y, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK, columns);
+        pad_float_columns(job, columns, padded);
+        for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)
+            float_row_chunk(job, padded, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK, s->response);
+        combine_row(s->combined, s->response, n, 0, job->mask->combine);
         store_row(job, y, s->combined, s->rounded, n);
     }
 }
@@ -744,7 +768,7 @@ BAND_CLONES static void *run_band(void *arg)
         else
             separable_band(job, &s);
         break;
-    case GF_CPU_SEPARABLE_DOUBLE: double_columns_first_band(job, &s); break;
+    case GF_CPU_SEPARABLE_FLOAT: float_columns_first_band(job, &s); break;
     case GF_CPU_INTEGER: integer_band(job, &s); break;
     default: double_band(job, &s); break;
     }

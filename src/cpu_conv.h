@@ -7,8 +7,9 @@
  * order of additions; every value is then finished with the reference's
  * double arithmetic. One exception: a non-integer mask wider or taller
  * than GF_MASK_SMALL_SIZE that factors (a large gaussian) is summed as two
- * 1-D passes in double, which can differ from the reference by one level
- * where a value lies within ~1e-12 of a rounding tie. Bands of rows run on threads; the inner loops are
+ * 1-D passes in float, as the GPU sums it, which can differ from the
+ * reference by one level where a value lies within the float error of a
+ * rounding tie ((width + height) 2^-24 of the sum's size). Bands of rows run on threads; the inner loops are
  * plain C over whole rows, which the compiler vectorizes. */
 #ifndef GF_CPU_CONV_H
 #define GF_CPU_CONV_H
@@ -21,7 +22,7 @@ typedef enum {
     GF_CPU_DOUBLE = 0,        /* non-integer weights, or sums over 32 bits */
     GF_CPU_INTEGER,           /* every tap of every matrix */
     GF_CPU_SEPARABLE,         /* column x row, 1-D passes (running sums where constant) */
-    GF_CPU_SEPARABLE_DOUBLE,  /* non-integer column x row past 31 taps: 1-D passes in double */
+    GF_CPU_SEPARABLE_FLOAT,   /* non-integer column x row past 31 taps: 1-D passes in float */
 } gf_cpu_path;
 
 /* The path a mask takes, and the multiply-adds it costs a value: the
