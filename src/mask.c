@@ -88,6 +88,7 @@ int gf_mask_is_large(const gf_mask *mask)
 typedef struct {
     const char *name;
     int line;
+    size_t text_left;  /* bytes of the text after this line */
 } parse_where;
 
 /* Split a line into numbers; returns the count, or -1 on a word that is
@@ -125,6 +126,8 @@ static int is_integer(double v)
     return v == floor(v);
 }
 
+#define LARGE_MATRIX_TAPS 65536
+
 static int parse_header(const double *v, int n, parse_where at, gf_mask *mask)
 {
     if (n < 2 || n > 4) {
@@ -153,9 +156,16 @@ static int parse_header(const double *v, int n, parse_where at, gf_mask *mask)
         gf_set_error("%s:%d: scale must not be zero", at.name, at.line);
         return -1;
     }
+    /* a large matrix's memory only once the text could hold its rows: a
+     * number and a separator a tap (a short file's rows are counted later) */
+    const size_t taps = (size_t)width * (size_t)height;
+    if (taps > LARGE_MATRIX_TAPS && at.text_left < 2 * taps - 1) {
+        gf_set_error("%s:%d: a %dx%d matrix needs at least %zu more bytes of text; the file has %zu",
+                     at.name, at.line, width, height, 2 * taps - 1, at.text_left);
+        return -1;
+    }
     if (mask->count == 0 && gf_mask_allocate(mask, width, height, 0) < 0)
         return -1;
-    const size_t taps = (size_t)width * (size_t)height;
     if (!(mask->weights[mask->count] = calloc(taps, sizeof(double)))) {
         gf_set_error("%s:%d: out of memory for a %dx%d matrix", at.name, at.line, width, height);
         return -1;
@@ -241,7 +251,8 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         gf_set_error("%s: out of memory", name);
         return -1;
     }
-    parse_where at = {name, 0};
+    parse_where at = {name, 0, 0};
+    const size_t length = strlen(copy);
     int rows_left = 0, has_combine = 0, status = -1;
     char *save = NULL;
     /* strtok_r with "\n" would merge blank lines and lose the line count */
@@ -250,6 +261,7 @@ int gf_mask_parse(const char *text, const char *name, gf_mask *mask)
         if (save)
             *save++ = '\0';
         at.line++;
+        at.text_left = save ? length - (size_t)(save - copy) : 0;
         char *p = line + strspn(line, " \t\r");
         if (*p == '#') {
             /* the first comment line describes the mask */

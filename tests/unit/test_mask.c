@@ -646,6 +646,7 @@ static const bad_case bad_cases[] = {
     { "width-zero", "0 3\n\n\n\n", 1 },
     { "height-zero", "3 0\n", 1 },
     { "width-4096", "4096 1\n1\n", 1 },
+    { "large-cut-short", "# c\n300 300\n1 2 3\n", 2 },
     { "height-4096", "1 4096\n1\n", 1 },
     { "negative-size", "-3 3\n" ROW3 ROW3 ROW3, 1 },
     { "negative-height", "3 -3\n" ROW3 ROW3 ROW3, 1 },
