@@ -71,6 +71,7 @@ LARGE_CASES = [
     ("1x63", "outer", (5, 131), 2),
     ("101x3", "outer", (64, 64), 4),
     ("48x47", "integer", (53, 29), 3),
+    ("45x39", "int-outer", (60, 33), 3),   # integer column x row: the CPU's exact passes
     ("65x65", "box", (7, 5), 1),           # larger than the image: several periods
     ("255x255", "box", (300, 40), 4),
     ("32x96", "box", (41, 200), 2),
@@ -85,6 +86,9 @@ def large_mask_text(rng, shape, kind):
     if kind == "integer":
         return format_matrix(rng.integers(-3, 4, (h, w)).astype(float), scale=int(w * h / 4),
                              offset=128)
+    if kind == "int-outer":
+        column, row = rng.integers(1, 4, h), rng.integers(-2, 4, w)
+        return format_matrix(np.outer(column, row).astype(float), scale=int(column.sum() * 4))
     if kind == "outer":
         column, row = rng.random(h) + 0.1, rng.random(w) - 0.2
         return format_matrix(np.outer(column, row) / (column.sum() * row.sum()), scale=1)
