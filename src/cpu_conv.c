@@ -34,6 +34,10 @@ typedef struct {
      * straight from the source rows, then the row pass over that one row,
      * so that a band's memory is a few rows whatever the mask's height. */
     int columns_first;
+    /* GF_CPU_SEPARABLE_FLOAT: the column (row) reads the same backwards, so
+     * its passes add the two source values of each equal pair of weights
+     * before one multiply (a gaussian's: half the multiplies) */
+    int column_symmetric, row_symmetric;
 } conv_plan;
 
 typedef struct {
@@ -178,12 +182,22 @@ static void free_plan(conv_plan *plan)
     free(plan);
 }
 
+static int reads_the_same_backwards(const double *w, int n)
+{
+    for (int k = 0; k < n / 2; k++)
+        if (w[k] != w[n - 1 - k])
+            return 0;
+    return 1;
+}
+
 static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     if (!integer_taps(mask, plan)) {
         const int factors = mask->separable && mask->count == 1 && past_small_size(mask);
         plan->columns_first = factors;
+        plan->column_symmetric = factors && reads_the_same_backwards(mask->column, mask->height);
+        plan->row_symmetric = factors && reads_the_same_backwards(mask->row, mask->width);
         return plan->path = factors ? GF_CPU_SEPARABLE_FLOAT : GF_CPU_DOUBLE;
     }
     plan->float_magnitude = float_magnitude_exact(mask);
@@ -694,18 +708,33 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
 /* Values a chunk of the float passes keeps in its accumulator (in L1). */
 #define FLOAT_CHUNK 512
 
+/* sum[0..len) += w * (a[j] + b[j]), either row NULL (the constant
+ * border's zeros). */
+static void add_pair_of_rows(float *sum, float w, const unsigned char *a, const unsigned char *b,
+                             int len)
+{
+    if (a && b)
+        for (int j = 0; j < len; j++)
+            sum[j] += w * (float)(a[j] + b[j]);
+    else if (a || b)
+        for (int j = 0, k = 0; j < len; j++, k++)
+            sum[j] += w * (a ? a : b)[k];
+}
+
 /* columns[i0..i0+len) = sum over my of column[my] * source row y + my - ay. */
 static void float_column_chunk(const band_job *job, int y, int i0, int len, float *columns)
 {
     const gf_mask *m = job->mask;
     const int mh = m->height, ay = mh / 2;
+    const int pairs = job->plan->column_symmetric ? mh / 2 : 0;
     float sum[FLOAT_CHUNK] = {0};
-    for (int my = 0; my < mh; my++) {
+    for (int my = 0; my < mh - pairs; my++) {
         const float w = (float)m->column[my];
         const unsigned char *p = source_row(job, y + my - ay);
-        if (w != 0.0f && p)
-            for (int j = 0; j < len; j++)
-                sum[j] += w * p[i0 + j];
+        /* the first pairs rows: each with its mirror image, mh - 1 - my */
+        const unsigned char *mirror = my < pairs ? source_row(job, y + mh - 1 - my - ay) : NULL;
+        if (w != 0.0f)
+            add_pair_of_rows(sum, w, p ? p + i0 : NULL, mirror ? mirror + i0 : NULL, len);
     }
     memcpy(columns + i0, sum, (size_t)len * sizeof *sum);
 }
@@ -716,14 +745,22 @@ static void float_row_chunk(const band_job *job, const float *padded, int i0, in
                             double *response)
 {
     const gf_mask *m = job->mask;
-    const int ch = job->channels;
+    const int ch = job->channels, mw = m->width;
+    const int pairs = job->plan->row_symmetric ? mw / 2 : 0;
     float sum[FLOAT_CHUNK] = {0};
-    for (int mx = 0; mx < m->width; mx++) {
+    for (int mx = 0; mx < mw - pairs; mx++) {
         const float w = (float)m->row[mx];
         const float *q = padded + (size_t)mx * ch + i0;
-        if (w != 0.0f)
+        if (w == 0.0f)
+            continue;
+        if (mx < pairs) {
+            const float *mirror = padded + (size_t)(mw - 1 - mx) * ch + i0;
+            for (int j = 0; j < len; j++)
+                sum[j] += w * (q[j] + mirror[j]);
+        } else {
             for (int j = 0; j < len; j++)
                 sum[j] += w * q[j];
+        }
     }
     for (int j = 0; j < len; j++)
         response[i0 + j] = sum[j] / m->scale[0] + m->offset[0];
