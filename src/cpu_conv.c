@@ -58,22 +58,36 @@ static int is_small_integer(double w)
     return fabs(w) <= (double)(1 << 24) && w == (double)(int32_t)w;
 }
 
-static int integer_taps(const gf_mask *mask, conv_plan *plan)
+/* Whether every weight is a small integer and each matrix's sums stay
+ * under SUM_LIMIT (checked before any memory is taken: a large gaussian
+ * fails at its first weight). */
+static int integer_weights(const gf_mask *mask)
 {
     const int taps = mask->width * mask->height;
     for (int k = 0; k < mask->count; k++) {
-        if (!(plan->taps[k] = malloc((size_t)taps * sizeof(int32_t))))
-            return 0;
         double total = 0.0;
         for (int i = 0; i < taps; i++) {
             const double w = mask->weights[k][i];
             if (!is_small_integer(w))
                 return 0;
-            plan->taps[k][i] = (int32_t)w;
             total += fabs(w);
         }
         if (total * 255.0 > SUM_LIMIT)
             return 0;
+    }
+    return 1;
+}
+
+static int integer_taps(const gf_mask *mask, conv_plan *plan)
+{
+    if (!integer_weights(mask))
+        return 0;
+    const int taps = mask->width * mask->height;
+    for (int k = 0; k < mask->count; k++) {
+        if (!(plan->taps[k] = malloc((size_t)taps * sizeof(int32_t))))
+            return 0;
+        for (int i = 0; i < taps; i++)
+            plan->taps[k][i] = (int32_t)mask->weights[k][i];
     }
     return 1;
 }
