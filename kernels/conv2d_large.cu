@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "conv2d_large.h"
+#include "kernels.h"
 
 extern "C" {
 #include "../src/border.h"
@@ -491,19 +492,12 @@ unsigned blocks_for(long long items, int threads)
     return (unsigned)((items + threads - 1) / threads);
 }
 
-cudaError_t raise_shared(const void *entry, size_t bytes)
-{
-    return bytes > 48 * 1024
-        ? cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)
-        : cudaSuccess;
-}
-
 cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
 {
     const int segment = kRowThreads * kRowRun, taps = padded_taps(p->mask_width, kRowRun);
     const size_t row_shared =
         sizeof(float) * (taps + segment + (size_t)p->channels_filtered * (segment + taps + kRowRun));
-    cudaError_t err = raise_shared((const void *)large_rows, row_shared);
+    cudaError_t err = conv2d_allow_shared((const void *)large_rows, row_shared);
     if (err != cudaSuccess)
         return err;
     large_rows<<<dim3(blocks_for(p->width, segment), p->height), kRowThreads, row_shared, stream>>>(*p);
@@ -519,7 +513,7 @@ cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
 cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
 {
     const size_t shared = sizeof(unsigned) * (size_t)p->channels_filtered * (kBoxSegment + p->mask_width);
-    cudaError_t err = raise_shared((const void *)box_rows, shared);
+    cudaError_t err = conv2d_allow_shared((const void *)box_rows, shared);
     if (err != cudaSuccess)
         return err;
     box_rows<<<dim3(blocks_for(p->width, kBoxSegment), p->height), kBoxThreads, shared, stream>>>(*p);

@@ -53,17 +53,21 @@ static float *upload_floats(const cuda_backend *b, double *const *parts, int cou
     return device;
 }
 
-/* The device copies of what the method reads: every matrix (direct), or
- * the row and the column. */
+/* The device copies of what the method reads and are not there yet: every
+ * matrix (direct, fft), or the row and the column. */
 static int upload_mask(const cuda_backend *b, const gf_mask *mask, large_job *job)
 {
     conv2d_large_launch *p = &job->launch;
     if (job->method == CONV2D_LARGE_DIRECT || job->method == CONV2D_LARGE_FFT) {
-        p->weights = upload_floats(b, mask->weights, mask->count, (size_t)mask->width * mask->height);
+        if (!p->weights)
+            p->weights = upload_floats(b, mask->weights, mask->count,
+                                       (size_t)mask->width * mask->height);
         return p->weights ? 0 : -1;
     }
-    p->row = upload_floats(b, &mask->row, 1, (size_t)mask->width);
-    p->column = upload_floats(b, &mask->column, 1, (size_t)mask->height);
+    if (!p->row)
+        p->row = upload_floats(b, &mask->row, 1, (size_t)mask->width);
+    if (!p->column)
+        p->column = upload_floats(b, &mask->column, 1, (size_t)mask->height);
     return p->row && p->column ? 0 : -1;
 }
 
@@ -116,14 +120,12 @@ int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border borde
     int status = upload_mask(b, mask, &job);
     if (status == 0 && job.method == CONV2D_LARGE_FFT &&
         !(job.fft = gf_cuda_fft_prepare(&job.launch, b->stream))) {
-        if (b->options.fft == GF_FFT_ALWAYS) {
+        if (b->options.fft == GF_FFT_ALWAYS) {  /* gf_cuda_fft_prepare said why */
             free_job(&job);
             return -1;
         }
         /* the transforms' memory is not there: the mask's own method */
-        free_job(&job);
-        job = (large_job){.mask = mask, .launch = job.launch, .method = conv2d_large_method_for(mask)};
-        job.launch.weights = job.launch.row = job.launch.column = NULL;
+        job.method = conv2d_large_method_for(mask);
         status = upload_mask(b, mask, &job);
     }
     const size_t scratch = conv2d_large_scratch_bytes(job.method, &job.launch);
