@@ -124,7 +124,7 @@ def test_device_fault_in_a_batch(gf, rng, tmp_path):
 
 
 # masks past 31x31 (kernels/conv2d_large.cu) in strips: 150K holds two
-# buffers of 62 rows, so a 49-row mask leaves bands of 14 rows
+# buffers of 64 rows, so a 49-row mask leaves bands of 16 rows
 LARGE_OPS = [
     (["-m", "box:20"], 0.0),                        # running sums: the same bytes
     (["-m", "gaussian:8"], 0.001),                  # float sums: at most 0.1% off by one
@@ -139,5 +139,5 @@ LARGE_OPS = [
 def test_large_masks_in_strips(gf, rng, tmp_path, ops, fraction, border):
     img = random_image(rng, WIDTH, HEIGHT, 4)
     want, got, r = run_both(gf, tmp_path, img, ops, border, "150K")
-    assert "strips of up to 62 rows" in r.err, r.err
+    assert "strips of up to 64 rows" in r.err, r.err
     gftest.assert_close(got, want, what=f"cuda in strips vs cpu, {' '.join(ops)}", fraction=fraction)
