@@ -68,7 +68,10 @@ void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
 {
     for (int c = 0; c < channels; c++) {
         gf_channel_stats *s = &per_channel[c];
-        memset(s, 0, sizeof *s);
+        memset(s->histogram, 0, GF_BINS * sizeof s->histogram[0]);
+        s->sum = s->sum_squares = 0;
+        s->max = 0;
+        s->depth = 8;
         s->min = 255;
         for (size_t i = 0; i < count; i++) {
             unsigned v = pixels[i * channels + c];

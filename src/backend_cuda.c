@@ -653,7 +653,8 @@ static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
                "downloading statistics");
     for (int c = 0; c < b->channels; c++) {
         gf_channel_stats *s = &per_channel[c];
-        memcpy(s->histogram, hist + c * GF_BINS, sizeof s->histogram);
+        memcpy(s->histogram, hist + c * GF_BINS, GF_BINS * sizeof s->histogram[0]);
+        s->depth = 8;
         s->min = (int)range.min[c];
         s->max = (int)range.max[c];
         s->sum = range.sum[c];

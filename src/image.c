@@ -50,10 +50,15 @@ void gf_image_set_autorotate(int on)
 
 gf_image *gf_image_new(int width, int height, int channels)
 {
+    return gf_image_new_depth(width, height, channels, 8);
+}
+
+gf_image *gf_image_new_depth(int width, int height, int channels, int depth)
+{
     size_t pixels, bytes;
-    if (width < 1 || height < 1 || channels < 1 || channels > 4 ||
+    if (width < 1 || height < 1 || channels < 1 || channels > 4 || (depth != 8 && depth != 16) ||
         gf_mul_size((size_t)width, (size_t)height, &pixels) < 0 ||
-        gf_mul_size(pixels, (size_t)channels, &bytes) < 0) {
+        gf_mul_size(pixels, (size_t)channels * (size_t)(depth / 8), &bytes) < 0) {
         gf_set_error("invalid image size %dx%dx%d", width, height, channels);
         return NULL;
     }
@@ -65,7 +70,7 @@ gf_image *gf_image_new(int width, int height, int channels)
         gf_set_error("out of memory for a %dx%d image", width, height);
         return NULL;
     }
-    *img = (gf_image){width, height, channels, data, 0};
+    *img = (gf_image){width, height, channels, data, 0, depth};
     return img;
 }
 
@@ -101,7 +106,8 @@ void gf_image_to_gray(gf_image *img)
 
 size_t gf_image_bytes(const gf_image *img)
 {
-    return (size_t)img->width * (size_t)img->height * (size_t)img->channels;
+    return (size_t)img->width * (size_t)img->height * (size_t)img->channels *
+           (size_t)gf_image_sample_bytes(img);
 }
 
 /* ---- reading -------------------------------------------------------------- */
@@ -329,7 +335,7 @@ gf_image *gf_image_decode_probed(const unsigned char *data, size_t size, const c
         gf_image_release_memory(reserved);
         return NULL;
     }
-    *img = (gf_image){width, height, channels, pixels, reserved};
+    *img = (gf_image){width, height, channels, pixels, reserved, 8};
     /* the turn's second buffer fits the budget's share for the decoder's own copy */
     if (gf_image_orient(img, probe->orientation) < 0) {
         gf_error_name_file(name);

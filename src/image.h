@@ -1,5 +1,6 @@
-/* image.h - gf_image: interleaved 8-bit pixels, load with stb_image, save with
- * stb_image_write, '-' for stdin / stdout, atomic replacement of the output. */
+/* image.h - gf_image: interleaved pixels of 8 or 16 bits a sample, load with
+ * stb_image (and the faster codecs), save with stb_image_write or the PNG
+ * encoder, '-' for stdin / stdout, atomic replacement of the output. */
 #ifndef GF_IMAGE_H
 #define GF_IMAGE_H
 
@@ -10,8 +11,9 @@ typedef struct {
     int width;
     int height;
     int channels;           /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
-    unsigned char *pixels;  /* width * height * channels bytes, row-major */
+    unsigned char *pixels;  /* width * height * channels samples, row-major */
     size_t reserved;        /* bytes of the memory budget it holds, given back by gf_image_free */
+    int depth;              /* bits a sample: 8, or 16 (uint16_t in the host's byte order) */
 } gf_image;
 
 typedef enum {
@@ -24,8 +26,18 @@ typedef enum {
 
 /* Allocate an image (pixels uninitialised); NULL and an error on failure. */
 gf_image *gf_image_new(int width, int height, int channels);
+gf_image *gf_image_new_depth(int width, int height, int channels, int depth);
 void gf_image_free(gf_image *img);
 size_t gf_image_bytes(const gf_image *img);
+/* Bytes of one sample: 1 or 2. */
+static inline int gf_image_sample_bytes(const gf_image *img)
+{
+    return img->depth == 16 ? 2 : 1;
+}
+static inline const uint16_t *gf_image_samples16(const gf_image *img)
+{
+    return (const uint16_t *)(const void *)img->pixels;
+}
 /* RGB -> gray, RGBA -> gray+alpha, in place, with the luma of the tone
  * operations (OpenCV's fixed-point BT.601); gray images stay as they are. */
 void gf_image_to_gray(gf_image *img);
@@ -54,6 +66,7 @@ typedef struct {
     int width, height, channels;  /* the decoded image's, after the orientation */
     int orientation;              /* the EXIF orientation the decode applies (1: none) */
     int jpeg_undefined_tables;    /* only libjpeg-turbo may decode it */
+    int depth;                    /* the decoded image's bits a sample: 8 or 16 */
 } gf_image_probe;
 int gf_image_probe_memory(const unsigned char *data, size_t size, const char *name,
                           gf_image_probe *probe);

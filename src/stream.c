@@ -131,7 +131,7 @@ static int decode_rows(stream *s, unsigned char *dst, int rows)
         const int n = rows - done < GRAY_ROWS ? rows - done : GRAY_ROWS;
         if (gf_jpeg_rows_read(s->decoder, s->gray, n) < 0)
             return -1;
-        gf_image view = {s->width, n, s->colour, s->gray, 0};
+        gf_image view = {s->width, n, s->colour, s->gray, 0, 8};
         gf_image_to_gray(&view);
         memcpy(dst + (size_t)done * s->pitch, s->gray, (size_t)n * s->pitch);
     }

@@ -1065,7 +1065,7 @@ static unsigned char *find_bytes(unsigned char *data, size_t size, const char *n
 static void assert_pixels(const gf_image *img, int w, int h, int c, const unsigned char *want,
                           const char *what)
 {
-    gf_image expect = {w, h, c, (unsigned char *)want, 0};
+    gf_image expect = {w, h, c, (unsigned char *)want, 0, 8};
     assert_same_image(&expect, img, what);
 }
 
