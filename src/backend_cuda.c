@@ -24,25 +24,11 @@
 #include "cuda_backend.h"
 
 
-/* Copies run on the backend's stream, in order with its launches; a copy to
- * the host waits for it. From pageable memory a copy to the device returns
- * once the source has been staged, so the source may be reused at once. */
-static cudaError_t copy_to_device(const cuda_backend *b, void *dst, const void *src, size_t bytes)
-{
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->stream);
-}
-
-static cudaError_t copy_to_host(const cuda_backend *b, void *dst, const void *src, size_t bytes)
-{
-    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->stream);
-    return err != cudaSuccess ? err : cudaStreamSynchronize(b->stream);
-}
-
 /* ---- backend primitives ----------------------------------------------------- */
 
 size_t gf_cuda_row_bytes(const cuda_backend *b)
 {
-    return (size_t)b->width * (size_t)b->channels;
+    return (size_t)b->width * (size_t)b->channels * (b->depth == 16 ? 2u : 1u);
 }
 
 static void free_strip_host(cuda_backend *b)
@@ -123,7 +109,7 @@ static cudaError_t upload_image(cuda_backend *b, const unsigned char *pixels, si
         memcpy(staging, pixels, bytes);
         pixels = staging;
     }
-    return copy_to_device(b, b->buffer[0], pixels, bytes);
+    return gf_cuda_to_device(b, b->buffer[0], pixels, bytes);
 }
 
 static int upload_strips(cuda_backend *b, const gf_image *img, size_t budget)
@@ -170,6 +156,7 @@ int gf_cuda_upload_copy(gf_backend *self, const gf_image *img)
     b->width = img->width;
     b->height = img->height;
     b->channels = img->channels;
+    b->depth = img->depth;
     b->current = 0;
     size_t budget = memory_budget(b);
     if (bytes <= budget / 2) {
@@ -210,6 +197,7 @@ int gf_cuda_upload_device(gf_backend *self, const unsigned char *pixels, int wid
     b->width = width;
     b->height = height;
     b->channels = channels;
+    b->depth = 8;
     b->current = 0;
     CUDA_CHECK(ensure_buffers(b, bytes), "allocating image buffers");
     CUDA_CHECK(cudaMemcpyAsync(b->buffer[0], pixels, bytes, cudaMemcpyDeviceToDevice, b->stream),
@@ -240,7 +228,7 @@ static int load_rows(cuda_backend *b, unsigned char *dst, int first, int count, 
         int run = 1;  /* consecutive rows go in one copy */
         while (i + run < count && gf_border_index(first + i + run, b->height, border) == from + run)
             run++;
-        CUDA_CHECK(copy_to_device(b, dst + (size_t)i * line, src + (size_t)from * line, (size_t)run * line), "uploading a strip");
+        CUDA_CHECK(gf_cuda_to_device(b, dst + (size_t)i * line, src + (size_t)from * line, (size_t)run * line), "uploading a strip");
         i += run;
     }
     return 0;
@@ -266,7 +254,7 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
         p->scale[k] = (float)mask->scale[k];
         p->offset[k] = (float)mask->offset[k];
     }
-    CUDA_CHECK(copy_to_device(b, b->weights, host, (size_t)mask->count * taps * sizeof(float)),
+    CUDA_CHECK(gf_cuda_to_device(b, b->weights, host, (size_t)mask->count * taps * sizeof(float)),
                "uploading the mask");
     p->weights = b->weights;
     p->host_weights = host;
@@ -278,7 +266,7 @@ static int upload_weights(cuda_backend *b, const gf_mask *mask, conv2d_launch *p
             row[x] = (float)mask->row[x];
         for (int y = 0; y < mask->height; y++)
             column[y] = (float)mask->column[y];
-        CUDA_CHECK(copy_to_device(b, b->factors, b->host_factors,
+        CUDA_CHECK(gf_cuda_to_device(b, b->factors, b->host_factors,
                                   (size_t)(mask->width + mask->height) * sizeof(float)),
                    "uploading the mask");
         p->row_weights = b->factors;
@@ -444,7 +432,7 @@ int gf_cuda_filter_strips(cuda_backend *b, const gf_mask *mask, gf_border border
         /* the band's own border rows are never read for the rows kept */
         if (band(b, job, b->buffer[0], b->buffer[1], rows + halo) < 0)
             return -1;
-        CUDA_CHECK(copy_to_host(b, out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
+        CUDA_CHECK(gf_cuda_to_host(b, out + (size_t)y0 * line, b->buffer[1] + (size_t)above * line,
                               (size_t)rows * line), "downloading a strip");
     }
     b->host_current = 1 - b->host_current;
@@ -471,6 +459,8 @@ static int cuda_convolve(gf_backend *self, const gf_mask *mask, gf_border border
                          int channels_filtered)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (b->depth == 16)
+        return gf_cuda_convolve16(b, mask, border, channels_filtered);
     if (gf_mask_is_large(mask))
         return gf_cuda_convolve_large(b, mask, border, channels_filtered);
     conv2d_launch p;
@@ -497,15 +487,15 @@ static size_t pixel_count(const cuda_backend *b)
 
 /* ---- tone operations, on the whole image or accumulated over strips ------- */
 
-static int band_rows(const cuda_backend *b, int y0)
+int gf_cuda_band_rows(const cuda_backend *b, int y0)
 {
     return b->height - y0 < (int)b->strip_rows ? b->height - y0 : (int)b->strip_rows;
 }
 
-static int upload_band(cuda_backend *b, int y0, int rows)
+int gf_cuda_upload_band(cuda_backend *b, int y0, int rows)
 {
     const size_t line = gf_cuda_row_bytes(b);
-    CUDA_CHECK(copy_to_device(b, b->buffer[0], b->host[b->host_current] + (size_t)y0 * line,
+    CUDA_CHECK(gf_cuda_to_device(b, b->buffer[0], b->host[b->host_current] + (size_t)y0 * line,
                           (size_t)rows * line), "uploading a strip");
     return 0;
 }
@@ -523,18 +513,18 @@ static int histograms(cuda_backend *b, int luma)
     const size_t counters = (size_t)(luma ? 1 : b->channels) * GF_BINS;
     unsigned long long total[4 * GF_BINS] = {0}, band[4 * GF_BINS];
     for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
-        const int rows = band_rows(b, y0);
-        if (upload_band(b, y0, rows) < 0)
+        const int rows = gf_cuda_band_rows(b, y0);
+        if (gf_cuda_upload_band(b, y0, rows) < 0)
             return -1;
         CUDA_CHECK(histogram_gpu(HISTOGRAM_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width,
                                  b->channels, luma, b->hist, b->stream),
                    "launching histogram");
-        CUDA_CHECK(copy_to_host(b, band, b->hist, counters * sizeof band[0]),
+        CUDA_CHECK(gf_cuda_to_host(b, band, b->hist, counters * sizeof band[0]),
                    "downloading histograms");
         for (size_t i = 0; i < counters; i++)
             total[i] += band[i];
     }
-    CUDA_CHECK(copy_to_device(b, b->hist, total, counters * sizeof total[0]),
+    CUDA_CHECK(gf_cuda_to_device(b, b->hist, total, counters * sizeof total[0]),
                "uploading histograms");
     return 0;
 }
@@ -564,17 +554,17 @@ static int reduction(cuda_backend *b)
     for (int c = 0; c < 4; c++)
         total.min[c] = 255;
     for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
-        const int rows = band_rows(b, y0);
-        if (upload_band(b, y0, rows) < 0)
+        const int rows = gf_cuda_band_rows(b, y0);
+        if (gf_cuda_upload_band(b, y0, rows) < 0)
             return -1;
         CUDA_CHECK(reduce_gpu(REDUCE_VERSIONS - 1, b->buffer[0], (size_t)rows * b->width,
                               b->channels, b->range, b->stream),
                    "launching reduce");
-        CUDA_CHECK(copy_to_host(b, &band, b->range, sizeof band),
+        CUDA_CHECK(gf_cuda_to_host(b, &band, b->range, sizeof band),
                    "downloading statistics");
         merge_range(&total, &band, b->channels);
     }
-    CUDA_CHECK(copy_to_device(b, b->range, &total, sizeof total),
+    CUDA_CHECK(gf_cuda_to_device(b, b->range, &total, sizeof total),
                "uploading statistics");
     return 0;
 }
@@ -599,12 +589,12 @@ static int apply_lut(cuda_backend *b, int colour, lut_mode mode)
     }
     const size_t line = gf_cuda_row_bytes(b);
     for (int y0 = 0; y0 < b->height; y0 += (int)b->strip_rows) {
-        const int rows = band_rows(b, y0);
-        if (upload_band(b, y0, rows) < 0)
+        const int rows = gf_cuda_band_rows(b, y0);
+        if (gf_cuda_upload_band(b, y0, rows) < 0)
             return -1;
         CUDA_CHECK(lut_launch(b, b->buffer[0], (size_t)rows * b->width, colour, mode),
                    "launching the LUT");
-        CUDA_CHECK(copy_to_host(b, b->host[b->host_current] + (size_t)y0 * line, b->buffer[0],
+        CUDA_CHECK(gf_cuda_to_host(b, b->host[b->host_current] + (size_t)y0 * line, b->buffer[0],
                               (size_t)rows * line), "downloading a strip");
     }
     return 0;
@@ -613,6 +603,8 @@ static int apply_lut(cuda_backend *b, int colour, lut_mode mode)
 static int cuda_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (b->depth == 16)
+        return gf_cuda_equalize16(b, mode, colour);
     const int luma = mode == GF_EQUALIZE_LUMINANCE && colour == 3;
     const int histogram_count = luma ? 1 : colour;
     if (histograms(b, luma) < 0)
@@ -626,6 +618,8 @@ static int cuda_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
 static int cuda_stretch(gf_backend *self, const gf_stretch *how, int colour)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (b->depth == 16)
+        return gf_cuda_stretch16(b, how, colour);
     if (how->kind == GF_STRETCH_NORMALIZE) {
         /* gray: channel 0's histogram is the first of the per-channel ones */
         if (histograms(b, colour == 3) < 0)
@@ -644,12 +638,14 @@ static int cuda_stretch(gf_backend *self, const gf_stretch *how, int colour)
 static int cuda_statistics(gf_backend *self, gf_channel_stats *per_channel)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (b->depth == 16)
+        return gf_cuda_statistics16(b, per_channel);
     if (histograms(b, 0) < 0 || reduction(b) < 0)
         return -1;
     unsigned long long hist[4 * GF_BINS];
     reduce_result range;
-    CUDA_CHECK(copy_to_host(b, hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0]), "downloading histograms");
-    CUDA_CHECK(copy_to_host(b, &range, b->range, sizeof range),
+    CUDA_CHECK(gf_cuda_to_host(b, hist, b->hist, (size_t)b->channels * GF_BINS * sizeof hist[0]), "downloading histograms");
+    CUDA_CHECK(gf_cuda_to_host(b, &range, b->range, sizeof range),
                "downloading statistics");
     for (int c = 0; c < b->channels; c++) {
         gf_channel_stats *s = &per_channel[c];
@@ -679,12 +675,12 @@ static int cuda_download(gf_backend *self, gf_image *img)
     }
     unsigned char *staging = staging_for(b, gf_image_bytes(img));
     if (staging) {
-        CUDA_CHECK(copy_to_host(b, staging, b->buffer[b->current], gf_image_bytes(img)),
+        CUDA_CHECK(gf_cuda_to_host(b, staging, b->buffer[b->current], gf_image_bytes(img)),
                    "downloading the image");
         memcpy(img->pixels, staging, gf_image_bytes(img));
         return 0;
     }
-    CUDA_CHECK(copy_to_host(b, img->pixels, b->buffer[b->current], gf_image_bytes(img)), "downloading the image");
+    CUDA_CHECK(gf_cuda_to_host(b, img->pixels, b->buffer[b->current], gf_image_bytes(img)), "downloading the image");
     return 0;
 }
 
@@ -700,6 +696,7 @@ static void cuda_destroy(gf_backend *self)
     cudaFree(b->cdf);
     cudaFree(b->lut);
     cudaFree(b->range);
+    gf_cuda_free16(b);
     cudaFreeHost(b->pinned);
     if (b->stream)
         cudaStreamDestroy(b->stream);

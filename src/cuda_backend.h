@@ -4,6 +4,7 @@
 #ifndef GF_CUDA_BACKEND_H
 #define GF_CUDA_BACKEND_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include <cuda_runtime_api.h>
@@ -48,13 +49,35 @@ typedef struct {
     int host_current;
     size_t strip_rows;          /* rows one device buffer holds */
     cudaStream_t stream;        /* every copy and launch of this backend */
+    int depth;                  /* the current image's bits a sample: 8 or 16 */
+    unsigned int *hist16;       /* 16 bits: 4 x 65536 counts (cuda_depth16.c, at first use) */
+    uint16_t *lut16;            /* 16 bits: 4 x 65536-entry tables */
     unsigned char *pinned;      /* page-locked staging for whole-image copies */
     size_t pinned_bytes;
     enum { FAULT_NONE = 0, FAULT_ALLOC, FAULT_LAUNCH } fault;
 } cuda_backend;
 
+/* Copies run on the backend's stream, in order with its launches; a copy to
+ * the host waits for it. From pageable memory a copy to the device returns
+ * once the source has been staged, so the source may be reused at once. */
+static inline cudaError_t gf_cuda_to_device(const cuda_backend *b, void *dst, const void *src,
+                                            size_t bytes)
+{
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->stream);
+}
+
+static inline cudaError_t gf_cuda_to_host(const cuda_backend *b, void *dst, const void *src,
+                                          size_t bytes)
+{
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->stream);
+    return err != cudaSuccess ? err : cudaStreamSynchronize(b->stream);
+}
+
 /* Bytes of one image row. */
 size_t gf_cuda_row_bytes(const cuda_backend *b);
+/* Strip mode: the rows of the band from row y0, and its upload into buffer[0]. */
+int gf_cuda_band_rows(const cuda_backend *b, int y0);
+int gf_cuda_upload_band(cuda_backend *b, int y0, int rows);
 
 /* The image into the device buffer (in strips where it does not fit). */
 int gf_cuda_upload_copy(gf_backend *self, const gf_image *img);
@@ -72,6 +95,14 @@ typedef int (*gf_cuda_band_filter)(cuda_backend *b, void *job, const unsigned ch
 /* Filter the host-resident image (strip mode) band by band. */
 int gf_cuda_filter_strips(cuda_backend *b, const gf_mask *mask, gf_border border,
                           gf_cuda_band_filter band, void *job);
+
+/* The operations on a 16-bit image (cuda_depth16.c); free its buffers. */
+int gf_cuda_convolve16(cuda_backend *b, const gf_mask *mask, gf_border border,
+                       int channels_filtered);
+int gf_cuda_equalize16(cuda_backend *b, gf_equalize_mode mode, int colour);
+int gf_cuda_stretch16(cuda_backend *b, const gf_stretch *how, int colour);
+int gf_cuda_statistics16(cuda_backend *b, gf_channel_stats *per_channel);
+void gf_cuda_free16(cuda_backend *b);
 
 /* A convolution with a mask gf_mask_is_large() (cuda_large.c). */
 int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,

@@ -164,6 +164,11 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
                        gf_border border, int channels_filtered, int csv, FILE *out)
 {
     cuda_backend *b = (cuda_backend *)self;
+    if (img->depth == 16) {
+        gf_set_error("--tile sweep times the 8-bit kernels; convert the image first (gpufilter "
+                     "--depth 8 IN OUT)");
+        return -2;
+    }
     b->options.tile_width = b->options.tile_height = 0;  /* the automatic choice first */
     if (gf_cuda_upload_copy(self, img) < 0)
         return -1;

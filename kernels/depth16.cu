@@ -1,0 +1,453 @@
+/* depth16.cu - the GPU operations on 16-bit images (src/cuda_depth16.c
+ * drives them): convolution, histograms, look-up tables.
+ *
+ * Convolution keeps the reference's arithmetic (backend_cpu.c): integer
+ * weights whose sums cannot pass 2^31 (65535 x sum |w|; the host checks)
+ * are summed exactly in int, every other mask in double, whose error
+ * (~1e-16 relative) only shows on an exact tie; float sums would be off by
+ * one on a few percent of values at 16 bits. The finish (scale, offset,
+ * combine, unsharp, round half to even, clamp to 0..65535) is the
+ * reference's in double.
+ *   direct     any mask: one output a thread (all its channels), each tap
+ *              one vector load through L1; blocks that do not reach the
+ *              border skip its mapping. 3x3 RGBA is memory-bound.
+ *   separable  one matrix, column x row: a row pass into planar double
+ *              scratch, then a column pass; width + height taps a value.
+ *
+ * Histograms count 65536 bins in global memory with warp-aggregated atomics
+ * (lanes holding the same value add once), since 65536 counters do not fit
+ * a block's shared memory; the host builds the tables from them (tone.h)
+ * and apply maps each sample through one. */
+#include <math.h>
+#include <stdint.h>
+
+#include "depth16.h"
+
+extern "C" {
+#include "../src/border.h"
+#include "../src/mask.h"
+#include "../src/tone.h"
+}
+
+namespace {
+
+constexpr int kBlockX = 32, kBlockY = 8;
+constexpr int kRun = 4;  /* direct, 3x3 and 5x5: adjacent outputs a thread */
+constexpr int kBins = 65536;
+
+template <int C>
+__device__ inline void load_pixel(const uint16_t *src, size_t pixel, unsigned (&v)[C])
+{
+    if constexpr (C == 4) {
+        const ushort4 q = __ldg(reinterpret_cast<const ushort4 *>(src) + pixel);
+        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else if constexpr (C == 2) {
+        const ushort2 q = __ldg(reinterpret_cast<const ushort2 *>(src) + pixel);
+        v[0] = q.x; v[1] = q.y;
+    } else {
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            v[c] = __ldg(src + pixel * C + c);
+    }
+}
+
+template <int C>
+__device__ inline void store_pixel(uint16_t *dst, size_t pixel, const unsigned (&v)[C])
+{
+    if constexpr (C == 4)
+        reinterpret_cast<ushort4 *>(dst)[pixel] =
+            make_ushort4((unsigned short)v[0], (unsigned short)v[1], (unsigned short)v[2],
+                         (unsigned short)v[3]);
+    else if constexpr (C == 2)
+        reinterpret_cast<ushort2 *>(dst)[pixel] = make_ushort2((unsigned short)v[0], (unsigned short)v[1]);
+    else
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            dst[pixel * C + c] = (unsigned short)v[c];
+}
+
+/* Products and sums in double are rounded one by one (never fused), as
+ * the reference computes them, so the direct kernel's double sums are the
+ * reference's bit for bit. */
+__device__ __forceinline__ double mul_add(double acc, double a, double b)
+{
+    return __dadd_rn(acc, __dmul_rn(a, b));
+}
+
+__device__ __forceinline__ int mul_add(int acc, int a, int b)
+{
+    return acc + a * b;
+}
+
+/* The reference's finish of one value from its K matrices' sums. */
+template <int K>
+__device__ __forceinline__ unsigned finish_value(const depth16_conv &p, const double (&sums)[K],
+                                                 double source)
+{
+    double v = 0.0;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const double r = __dadd_rn(__ddiv_rn(sums[k], p.scale[k]), p.offset[k]);
+        switch (p.combine) {
+        case GF_COMBINE_MAGNITUDE: v = mul_add(v, r, r); break;
+        case GF_COMBINE_MAX: v = k == 0 ? r : fmax(v, r); break;
+        case GF_COMBINE_MIN: v = k == 0 ? r : fmin(v, r); break;
+        default: v = __dadd_rn(v, r); break;
+        }
+    }
+    if (p.combine == GF_COMBINE_UNSHARP) {
+        const double d = __dsub_rn(source, v);
+        v = fabs(d) >= p.threshold ? mul_add(source, p.amount, d) : source;
+    } else if (p.combine == GF_COMBINE_MAGNITUDE) {
+        v = sqrt(v);
+    }
+    v = rint(v);
+    return (unsigned)(v > 0.0 ? (v < 65535.0 ? v : 65535.0) : 0.0);  /* NaN: 0 */
+}
+
+/* round(sum / scale) + offset in integers, half to even, clamped: what the
+ * reference's double finish gives for one matrix of integer weights with
+ * an integer scale and offset (|sum| < 2^31, so the double quotient never
+ * rounds onto a tie it is not). |sum| / scale is a multiply by the host's
+ * int_magic and a shift (exact for dividends under 2^31), no division. */
+__device__ __forceinline__ unsigned finish_integer(const depth16_conv &p, int sum)
+{
+    const unsigned d = (unsigned)p.int_scale, a = (unsigned)(sum < 0 ? -(long long)sum : sum);
+    unsigned q = (unsigned)(((unsigned long long)a * p.int_magic) >> p.int_shift);
+    unsigned r = a - q * d;
+    long long n;  /* floor(sum / d), with r = sum - n d in 0..d-1 */
+    if (sum >= 0) {
+        n = q;
+    } else {
+        n = -(long long)q - (r != 0);
+        r = r ? d - r : 0;
+    }
+    if (2 * r > d || (2 * r == d && (n & 1)))
+        n++;
+    const long long v = n + p.int_offset;
+    return (unsigned)(v < 0 ? 0 : v > 65535 ? 65535 : v);
+}
+
+/* Whether a block whose threads take R adjacent outputs each reads no
+ * coordinate outside the image. */
+template <int R>
+__device__ inline bool block_interior(const depth16_conv &p, int mask_width, int mask_height)
+{
+    const int x0 = blockIdx.x * blockDim.x * R, y0 = blockIdx.y * blockDim.y;
+    const int ax = mask_width / 2, ay = mask_height / 2;
+    return x0 - ax >= 0 && y0 - ay >= 0 &&
+           x0 + (int)blockDim.x * R - 1 - ax + mask_width - 1 < p.width &&
+           y0 + (int)blockDim.y - 1 - ay + mask_height - 1 < p.height;
+}
+
+/* K matrices of MW x MH taps (0: the launch's size); a thread takes R
+ * adjacent outputs of a row, each input value loaded once for the R. */
+template <int C, typename Acc, int K, int MW, int MH, int R>
+__global__ void conv_direct(depth16_conv p)
+{
+    const int mw = MW ? MW : p.mask_width, mh = MH ? MH : p.mask_height;
+    const int x = (blockIdx.x * blockDim.x + threadIdx.x) * R, y = blockIdx.y * blockDim.y + threadIdx.y;
+    const bool interior = block_interior<R>(p, mw, mh);
+    if (x >= p.width || y >= p.height)
+        return;
+    const gf_border border = (gf_border)p.border;
+    const int ax = mw / 2, ay = mh / 2, taps = mw * mh;
+    const Acc *weights;
+    if constexpr (sizeof(Acc) == sizeof(int))
+        weights = p.int_weights;
+    else
+        weights = p.weights;
+    /* fixed sizes: every weight in registers, loaded once */
+    constexpr int kHeld = MW && MH ? K * MW * MH : 1;
+    Acc held[kHeld];
+    if constexpr (MW && MH) {
+#pragma unroll
+        for (int i = 0; i < kHeld; i++)
+            held[i] = __ldg(weights + i);
+    }
+    Acc sums[R][K][C];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                sums[r][k][c] = 0;
+#pragma unroll
+    for (int my = 0; my < mh; my++) {
+        const int sy = interior ? y + my - ay : gf_border_index(y + my - ay, p.height, border);
+        if (sy < 0)
+            continue;
+        const size_t row = (size_t)sy * p.width;
+#pragma unroll
+        for (int j = 0; j < mw + R - 1; j++) {  /* input column x - ax + j */
+            const int sx = interior ? x - ax + j : gf_border_index(x - ax + j, p.width, border);
+            unsigned v[C];
+            if (sx < 0) {
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    v[c] = 0;
+            } else {
+                load_pixel<C>(p.src, row + sx, v);
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int mx = j - r;
+                if (mx < 0 || mx >= mw)
+                    continue;
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    Acc w;
+                    if constexpr (MW && MH)
+                        w = held[k * MW * MH + my * MW + mx];
+                    else
+                        w = __ldg(weights + k * taps + my * mw + mx);
+#pragma unroll
+                    for (int c = 0; c < C; c++)
+                        sums[r][k][c] = mul_add(sums[r][k][c], w, (Acc)v[c]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (x + r >= p.width)
+            break;
+        const size_t at = (size_t)y * p.width + x + r;
+        unsigned source[C], out[C];
+        load_pixel<C>(p.src, at, source);
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            if (c >= p.channels_filtered) {
+                out[c] = source[c];
+            } else if (sizeof(Acc) == sizeof(int) && K == 1 && p.int_scale) {
+                out[c] = finish_integer(p, (int)sums[r][0][c]);
+            } else {
+                double s[K];
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    s[k] = (double)sums[r][k][c];
+                out[c] = finish_value<K>(p, s, (double)source[c]);
+            }
+        }
+        store_pixel<C>(p.dst, at, out);
+    }
+}
+
+__device__ inline size_t plane_at(const depth16_conv &p, int c, int x, int y)
+{
+    return ((size_t)c * p.height + y) * p.width + x;
+}
+
+template <int C>
+__global__ void conv_rows(depth16_conv p)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= p.width || y >= p.height)
+        return;
+    const gf_border border = (gf_border)p.border;
+    double sums[C] = {};
+    const int x0 = x - p.mask_width / 2;
+    const bool inside = x0 >= 0 && x0 + p.mask_width <= p.width;
+    for (int mx = 0; mx < p.mask_width; mx++) {
+        const int sx = inside ? x0 + mx : gf_border_index(x0 + mx, p.width, border);
+        if (sx < 0)
+            continue;
+        unsigned v[C];
+        load_pixel<C>(p.src, (size_t)y * p.width + sx, v);
+        const double w = __ldg(p.row + mx);
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            sums[c] = mul_add(sums[c], w, (double)v[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        if (c < p.channels_filtered)
+            p.scratch[plane_at(p, c, x, y)] = sums[c];
+}
+
+template <int C>
+__global__ void conv_columns(depth16_conv p)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= p.width || y >= p.height)
+        return;
+    const gf_border border = (gf_border)p.border;
+    const int y0 = y - p.mask_height / 2;
+    const bool inside = y0 >= 0 && y0 + p.mask_height <= p.height;
+    double sums[C] = {};
+    for (int my = 0; my < p.mask_height; my++) {
+        const int sy = inside ? y0 + my : gf_border_index(y0 + my, p.height, border);
+        if (sy < 0)
+            continue;
+        const double w = __ldg(p.column + my);
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            if (c < p.channels_filtered)
+                sums[c] = mul_add(sums[c], w, p.scratch[plane_at(p, c, x, sy)]);
+    }
+    const size_t at = (size_t)y * p.width + x;
+    unsigned source[C], out[C];
+    load_pixel<C>(p.src, at, source);
+#pragma unroll
+    for (int c = 0; c < C; c++)
+    {
+        const double s[1] = {sums[c]};
+        out[c] = c < p.channels_filtered ? finish_value<1>(p, s, (double)source[c]) : source[c];
+    }
+    store_pixel<C>(p.dst, at, out);
+}
+
+dim3 grid_for(const depth16_conv &p, int run = 1)
+{
+    return dim3((unsigned)((p.width + kBlockX * run - 1) / (kBlockX * run)),
+                (unsigned)((p.height + kBlockY - 1) / kBlockY));
+}
+
+template <int C, typename Acc, int K>
+void launch_sized(const depth16_conv &p, cudaStream_t stream)
+{
+    const dim3 block(kBlockX, kBlockY);
+    if (p.mask_width == 3 && p.mask_height == 3)
+        conv_direct<C, Acc, K, 3, 3, kRun><<<grid_for(p, kRun), block, 0, stream>>>(p);
+    else if (p.mask_width == 5 && p.mask_height == 5)
+        conv_direct<C, Acc, K, 5, 5, kRun><<<grid_for(p, kRun), block, 0, stream>>>(p);
+    else
+        conv_direct<C, Acc, K, 0, 0, 1><<<grid_for(p, 1), block, 0, stream>>>(p);
+}
+
+template <int C, typename Acc>
+void launch_matrices(const depth16_conv &p, cudaStream_t stream)
+{
+    switch (p.mask_count) {
+    case 1: launch_sized<C, Acc, 1>(p, stream); break;
+    case 2: launch_sized<C, Acc, 2>(p, stream); break;
+    case 3: launch_sized<C, Acc, 3>(p, stream); break;
+    default: launch_sized<C, Acc, 4>(p, stream); break;
+    }
+}
+
+template <int C>
+void launch_direct(const depth16_conv &p, cudaStream_t stream)
+{
+    if (p.int_weights)
+        launch_matrices<C, int>(p, stream);
+    else
+        launch_matrices<C, double>(p, stream);
+}
+
+template <int C>
+void launch_separable(const depth16_conv &p, cudaStream_t stream)
+{
+    const dim3 block(kBlockX, kBlockY);
+    conv_rows<C><<<grid_for(p), block, 0, stream>>>(p);
+    conv_columns<C><<<grid_for(p), block, 0, stream>>>(p);
+}
+
+/* One count for every lane of the warp holding the same bin, added once. */
+__device__ inline void count_bin(unsigned *counts, unsigned bin)
+{
+    const unsigned same = __match_any_sync(__activemask(), bin);
+    if ((threadIdx.x & 31) == (unsigned)(__ffs(same) - 1))
+        atomicAdd(counts + bin, (unsigned)__popc(same));
+}
+
+__global__ void histogram16(const uint16_t *px, size_t pixels, int channels, int luma,
+                            unsigned *counts)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < pixels; i += stride) {
+        const uint16_t *p = px + i * channels;
+        if (luma) {
+            count_bin(counts, (unsigned)gf_luma(p[0], p[1], p[2]));
+            continue;
+        }
+        for (int c = 0; c < channels; c++)
+            count_bin(counts + (size_t)c * kBins, p[c]);
+    }
+}
+
+__global__ void apply_lut16(uint16_t *px, size_t pixels, int channels, int colour,
+                            const uint16_t *luts, int mode)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < pixels; i += stride) {
+        uint16_t *p = px + i * channels;
+        if (mode == DEPTH16_LUT_LUMA) {
+            unsigned short rgb[3] = {p[0], p[1], p[2]};
+            gf_map_luma16(rgb, luts);
+            p[0] = rgb[0];
+            p[1] = rgb[1];
+            p[2] = rgb[2];
+            continue;
+        }
+        for (int c = 0; c < colour; c++)
+            p[c] = __ldg(luts + (mode == DEPTH16_LUT_PER_CHANNEL ? (size_t)c * kBins : 0) + p[c]);
+    }
+}
+
+unsigned stride_blocks(size_t pixels)
+{
+    const size_t blocks = (pixels + 255) / 256;
+    return (unsigned)(blocks < 8192 ? (blocks ? blocks : 1) : 8192);
+}
+
+}  // namespace
+
+extern "C" cudaError_t depth16_conv_direct(const depth16_conv *p, cudaStream_t stream)
+{
+    switch (p->channels) {
+    case 1: launch_direct<1>(*p, stream); break;
+    case 2: launch_direct<2>(*p, stream); break;
+    case 3: launch_direct<3>(*p, stream); break;
+    default: launch_direct<4>(*p, stream); break;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t depth16_conv_separable(const depth16_conv *p, cudaStream_t stream)
+{
+    switch (p->channels) {
+    case 1: launch_separable<1>(*p, stream); break;
+    case 2: launch_separable<2>(*p, stream); break;
+    case 3: launch_separable<3>(*p, stream); break;
+    default: launch_separable<4>(*p, stream); break;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" void depth16_set_integer_scale(depth16_conv *p, int scale, int offset)
+{
+    /* Granlund-Montgomery for 31-bit dividends: l = ceil(log2 d),
+     * m = floor(2^(31 + l) / d) + 1 (at most 2^32 + 1: 64-bit products) */
+    int l = 0;
+    while ((1ll << l) < scale)
+        l++;
+    p->int_scale = scale;
+    p->int_offset = offset;
+    p->int_shift = 31 + l;
+    p->int_magic = (unsigned long long)(((unsigned __int128)1 << (31 + l)) / (unsigned)scale) + 1;
+}
+
+extern "C" size_t depth16_scratch_bytes(const depth16_conv *p)
+{
+    return (size_t)p->channels_filtered * (size_t)p->width * (size_t)p->height * sizeof(double);
+}
+
+extern "C" cudaError_t depth16_histogram(const uint16_t *px, size_t pixels, int channels, int luma,
+                                         unsigned *counts, cudaStream_t stream)
+{
+    const size_t bins = (size_t)(luma ? 1 : channels) * kBins;
+    cudaError_t err = cudaMemsetAsync(counts, 0, bins * sizeof *counts, stream);
+    if (err != cudaSuccess)
+        return err;
+    histogram16<<<stride_blocks(pixels), 256, 0, stream>>>(px, pixels, channels, luma, counts);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t depth16_apply_lut(uint16_t *px, size_t pixels, int channels, int colour,
+                                         const uint16_t *luts, int mode, cudaStream_t stream)
+{
+    apply_lut16<<<stride_blocks(pixels), 256, 0, stream>>>(px, pixels, channels, colour, luts, mode);
+    return cudaGetLastError();
+}
