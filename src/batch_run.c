@@ -399,10 +399,13 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         show_progress(&run);
         fputc('\n', stderr);
     }
+    int refused = 0;
     if (job->summary && run.summary.files > 0) {
-        gf_stats_summary_print(stdout, job->stats, &run.summary);
+        refused = gf_stats_summary_print(stdout, job->stats, &run.summary) < 0;
+        if (refused)
+            fprintf(stderr, "%s\n", gf_error());
         fflush(stdout);
     }
     pthread_mutex_destroy(&run.report_lock);
-    return atomic_load(&run.failed);
+    return refused ? GF_BATCH_USAGE : atomic_load(&run.failed);
 }

@@ -316,11 +316,11 @@ static int run_batch(const gf_job *j)
         fprintf(stderr, "gpufilter: %zu files on %d worker threads, %d CUDA device%s\n",
                 batch.count, workers, device_count, device_count == 1 ? "" : "s");
     size_t failed = gf_batch_run(j, &batch, workers, backend, devices, device_count);
-    if (failed)
+    if (failed && failed != GF_BATCH_USAGE)
         fprintf(stderr, "gpufilter: %zu of %zu files failed\n", failed, batch.count);
     backend->destroy(backend);
     gf_batch_free(&batch);
-    return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
+    return failed == GF_BATCH_USAGE ? GF_EXIT_USAGE : failed ? GF_EXIT_FILE : EXIT_SUCCESS;
 }
 
 static void on_signal(int sig)
