@@ -525,6 +525,17 @@ static int encode_reduced(const gf_image *img, gf_format format, int quality,
 int gf_image_encode(const gf_image *img, gf_format format, int quality,
                     unsigned char **data, size_t *size)
 {
+    /* JPEG and TGA store each side in 16 bits; stb_image_write would cut it */
+    if ((format == GF_FORMAT_JPEG || format == GF_FORMAT_TGA) &&
+        (img->width > 65535 || img->height > 65535)) {
+        gf_set_error("cannot encode a %dx%d image as %s: it holds at most 65535 pixels a side",
+                     img->width, img->height, gf_format_name(format));
+        return -1;
+    }
+    if (format == GF_FORMAT_NONE) {
+        gf_set_error("no output format given");
+        return -1;
+    }
     if (img->depth != 16)
         return encode_8bit(img, format, quality, data, size);
     if (format != GF_FORMAT_PNG)
@@ -549,12 +560,6 @@ static int encode_8bit(const gf_image *img, gf_format format, int quality, unsig
     byte_buffer b = {0};
     int ok = 0;
     const int w = img->width, h = img->height, c = img->channels;
-    /* JPEG and TGA store each side in 16 bits; stb_image_write would cut it */
-    if ((format == GF_FORMAT_JPEG || format == GF_FORMAT_TGA) && (w > 65535 || h > 65535)) {
-        gf_set_error("cannot encode a %dx%d image as %s: it holds at most 65535 pixels a side", w,
-                     h, gf_format_name(format));
-        return -1;
-    }
     switch (format) {
     case GF_FORMAT_PNG:
         if ((size_t)w * (size_t)c > INT_MAX) {

@@ -110,6 +110,9 @@ void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
 size_t gf_default_memory_budget(void);
 void gf_image_set_memory_budget(size_t bytes);
 size_t gf_image_memory_estimate(int width, int height, int channels, int depth);
+/* --depth 16: every estimate counts 2 bytes a sample, as the image will
+ * hold once widened (one setting for the run, before any decode). */
+void gf_image_set_budget_depth(int depth);
 int gf_image_reserve_memory(const char *name, size_t bytes);
 void gf_image_release_memory(size_t bytes);
 

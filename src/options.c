@@ -771,6 +771,7 @@ int gf_job_prepare(gf_job *j)
     if (j->max_pixels)
         gf_image_set_max_pixels(j->max_pixels);
     gf_image_set_autorotate(j->autorotate);
+    gf_image_set_budget_depth(j->depth);
     if (gf_pipeline_load_masks(&j->pipeline) < 0) {
         fprintf(stderr, "%s\n", gf_error());
         return GF_EXIT_USAGE;

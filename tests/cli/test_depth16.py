@@ -422,7 +422,8 @@ def test_truncated_pnm16_refused(gf, rng, tmp_path):
 
 def test_memory_budget_counts_two_bytes_a_sample(gf, tmp_path):
     """1000 x 1000 RGB: about 15 MB reserved at 8 bits, 24 MB at 16: a
-    budget of 20M takes the 8-bit file and refuses the 16-bit one."""
+    budget of 20M takes the 8-bit file and refuses the 16-bit one, and the
+    8-bit one at --depth 16."""
     flat16 = np.full((1000, 1000, 3), 4000, dtype=np.uint16)
     src16 = write_cv2(tmp_path / "deep.png", flat16)
     src8 = write_png(tmp_path / "flat.png", np.full((1000, 1000, 3), 16, dtype=np.uint8))
@@ -433,3 +434,7 @@ def test_memory_budget_counts_two_bytes_a_sample(gf, tmp_path):
     r = gf.run("--backend", gf.backend, "--max-memory", "30M", src16, tmp_path / "c.png")
     assert r.rc == 0, r.describe()
     assert_equal_image(read_deep(tmp_path / "c.png"), flat16)
+    # --depth 16 counts the widened image from the start
+    r = gf.run("--backend", gf.backend, "--max-memory", "20M", "--depth", "16", src8,
+               tmp_path / "d.png")
+    check_error(r, 1, [str(src8), "--max-memory"])
