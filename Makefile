@@ -101,7 +101,7 @@ KERNEL_BUILD = build
 KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o conv2d_large.o depth16.o histogram.o reduce.o scan.o lut.o)
 # the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
-UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif
+UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif $(BUILD)/test_depth16
 # the host code and kernels without main(), for the tools and checks that link them
 LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
@@ -198,6 +198,13 @@ demo: $(BUILD)/gpufilter
 $(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD)/obj unit-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
 	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) \
+	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)
+
+# the CPU backends' tests link the backends and the statistics' reports too
+UNIT_CPU_OBJ = $(addprefix $(BUILD)/obj/,backend_cpu.o cpu_conv.o tone_report.o)
+$(BUILD)/test_depth16: tests/unit/test_depth16.c tests/unit/test_rng.h $(CORE_OBJ) $(UNIT_CPU_OBJ) | $(BUILD)/obj unit-deps
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
+	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) $(UNIT_CPU_OBJ) \
 	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)
 
 test-unit: $(UNIT_TESTS) $(BUILD)/conv2d-check

@@ -19,6 +19,7 @@ _gpufilter()
         --backend) COMPREPLY=($(compgen -W "auto cuda cpu reference" -- "$cur")); return ;;
         --kernel) COMPREPLY=($(compgen -W "auto direct separable blocked tiled naive" -- "$cur")); return ;;
         --fft) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
+        --depth) COMPREPLY=($(compgen -W "8 16" -- "$cur")); return ;;
         --tile) COMPREPLY=($(compgen -W "auto sweep 16x16 32x8 32x16 64x8 128x8 512x8" -- "$cur")); return ;;
         -o|--output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         -q|--quality|-j|--jobs|--png-level|--device|--devices|--shard|--suffix|--max-pixels|--max-memory|--gpu-memory|--decode-timeout)
@@ -35,7 +36,7 @@ _gpufilter()
                 -q --quality --png-level --backend --device --devices --tile --kernel --fft --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
                 --max-pixels --max-memory --decode-timeout --equalize --normalize --auto-level
-                --stats --summary --gray --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))
+                --stats --summary --gray --depth --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))
             return ;;
     esac
     COMPREPLY=($(compgen -f -- "$cur"))

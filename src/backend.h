@@ -6,6 +6,7 @@
 #ifndef GF_BACKEND_H
 #define GF_BACKEND_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "border.h"
@@ -120,5 +121,19 @@ void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equal
                      int colour);
 void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_stretch *how,
                     int colour);
+/* The same over 16-bit samples (host byte order): convolution results
+ * clamped to 0..65535, tone operations over 65536 bins (tone.h), statistics
+ * with depth 16. The tone operations return 0, or -1 with an error when
+ * their tables (1.1 MB) cannot be allocated. */
+double gf_conv2d_cpu_exact16(const uint16_t *src, int width, int height, int channels,
+                             const gf_mask *mask, gf_border border, int x, int y, int c);
+void gf_conv2d_cpu16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
+                     int channels_filtered, const gf_mask *mask, gf_border border);
+void gf_statistics_cpu16(const uint16_t *pixels, size_t count, int channels,
+                         gf_channel_stats *per_channel);
+int gf_equalize_cpu16(uint16_t *pixels, size_t count, int channels, gf_equalize_mode mode,
+                      int colour);
+int gf_stretch_cpu16(uint16_t *pixels, size_t count, int channels, const gf_stretch *how,
+                     int colour);
 
 #endif

@@ -4,6 +4,7 @@
  * against scipy.ndimage. The cpu backend shares its tone operations and
  * convolves with cpu_conv.c, which gives the same bytes on threads. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +12,15 @@
 #include "cpu_conv.h"
 #include "util.h"
 
-double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int channels,
-                           const gf_mask *mask, gf_border border, int x, int y, int c)
+/* Sample i of an image of 8 or 16 bits a sample, as a double. */
+static double sample_at(const void *src, int depth, size_t i)
+{
+    return depth == 16 ? (double)((const uint16_t *)src)[i] : (double)((const unsigned char *)src)[i];
+}
+
+/* gf_conv2d_cpu_exact over samples of either depth. */
+static double conv_exact(const void *src, int depth, int width, int height, int channels,
+                         const gf_mask *mask, gf_border border, int x, int y, int c)
 {
     const int ax = mask->width / 2, ay = mask->height / 2;
     double sums[GF_MASK_MAX_MATRICES] = {0};
@@ -20,7 +28,9 @@ double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int 
         int sy = gf_border_index(y + my - ay, height, border);
         for (int mx = 0; mx < mask->width; mx++) {
             int sx = gf_border_index(x + mx - ax, width, border);
-            double px = (sx < 0 || sy < 0) ? 0.0 : src[((size_t)sy * width + sx) * channels + c];
+            double px = (sx < 0 || sy < 0)
+                            ? 0.0
+                            : sample_at(src, depth, ((size_t)sy * width + sx) * channels + c);
             for (int k = 0; k < mask->count; k++)
                 sums[k] += px * mask->weights[k][my * mask->width + mx];
         }
@@ -37,10 +47,30 @@ double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int 
         }
     }
     if (mask->combine == GF_COMBINE_UNSHARP) {
-        const double s = src[((size_t)y * width + x) * channels + c], d = s - v;
+        const double s = sample_at(src, depth, ((size_t)y * width + x) * channels + c), d = s - v;
         return fabs(d) >= mask->threshold ? s + mask->amount * d : s;
     }
     return mask->combine == GF_COMBINE_MAGNITUDE ? sqrt(v) : v;
+}
+
+double gf_conv2d_cpu_exact(const unsigned char *src, int width, int height, int channels,
+                           const gf_mask *mask, gf_border border, int x, int y, int c)
+{
+    return conv_exact(src, 8, width, height, channels, mask, border, x, y, c);
+}
+
+double gf_conv2d_cpu_exact16(const uint16_t *src, int width, int height, int channels,
+                             const gf_mask *mask, gf_border border, int x, int y, int c)
+{
+    return conv_exact(src, 16, width, height, channels, mask, border, x, y, c);
+}
+
+/* An exact value rounded half to even (the default rounding mode) and
+ * clamped to 0..top; NaN gives 0. */
+static double finish_value(double exact, double top)
+{
+    const double v = nearbyint(exact);
+    return v > 0.0 ? (v < top ? v : top) : 0.0;
 }
 
 void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
@@ -54,10 +84,24 @@ void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int 
                     dst[at] = src[at];
                     continue;
                 }
-                /* rounded half to even (the default rounding mode), clamped */
-                double v = nearbyint(gf_conv2d_cpu_exact(src, width, height, channels, mask,
-                                                         border, x, y, c));
-                dst[at] = (unsigned char)(v > 0.0 ? (v < 255.0 ? v : 255.0) : 0.0);  /* NaN: 0 */
+                dst[at] = (unsigned char)finish_value(
+                    conv_exact(src, 8, width, height, channels, mask, border, x, y, c), 255.0);
+            }
+}
+
+void gf_conv2d_cpu16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
+                     int channels_filtered, const gf_mask *mask, gf_border border)
+{
+    for (int y = 0; y < height; y++)
+        for (int x = 0; x < width; x++)
+            for (int c = 0; c < channels; c++) {
+                size_t at = ((size_t)y * width + x) * channels + c;
+                if (c >= channels_filtered) {
+                    dst[at] = src[at];
+                    continue;
+                }
+                dst[at] = (uint16_t)finish_value(
+                    conv_exact(src, 16, width, height, channels, mask, border, x, y, c), 65535.0);
             }
 }
 
@@ -86,10 +130,10 @@ void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
     }
 }
 
-static void cumulate(const unsigned long long *hist, unsigned long long *cdf)
+static void cumulate(const unsigned long long *hist, unsigned long long *cdf, int bins)
 {
     unsigned long long total = 0;
-    for (int v = 0; v < GF_BINS; v++)
+    for (int v = 0; v < bins; v++)
         cdf[v] = total += hist[v];
 }
 
@@ -117,7 +161,7 @@ void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equal
     unsigned char lut[GF_BINS];
     if (mode == GF_EQUALIZE_LUMINANCE && colour == 3) {
         luma_histogram(pixels, count, channels, hist);
-        cumulate(hist, cdf);
+        cumulate(hist, cdf, GF_BINS);
         gf_equalize_lut(hist, cdf, lut);
         /* an identity table (a constant image) leaves the pixels as they
          * are, rather than round-tripping them through 8-bit YCrCb */
@@ -131,7 +175,7 @@ void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equal
         memset(hist, 0, sizeof hist);
         for (size_t i = 0; i < count; i++)
             hist[pixels[i * channels + c]]++;
-        cumulate(hist, cdf);
+        cumulate(hist, cdf, GF_BINS);
         gf_equalize_lut(hist, cdf, lut);
         apply_lut(pixels, count, channels, c, lut);
     }
@@ -148,7 +192,7 @@ void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_
         else
             for (size_t i = 0; i < count; i++)
                 hist[pixels[i * channels]]++;
-        cumulate(hist, cdf);
+        cumulate(hist, cdf, GF_BINS);
         gf_normalize_limits(cdf, how->black, how->white, &lo, &hi);
     } else {
         for (size_t i = 0; i < count; i++)
@@ -162,6 +206,118 @@ void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_
     gf_stretch_lut(lo, hi, lut);
     for (int c = 0; c < colour; c++)
         apply_lut(pixels, count, channels, c, lut);
+}
+
+/* ---- tone operations at 16 bits: one bin a value, 65536 ------------------- */
+
+void gf_statistics_cpu16(const uint16_t *pixels, size_t count, int channels,
+                         gf_channel_stats *per_channel)
+{
+    for (int c = 0; c < channels; c++) {
+        gf_channel_stats *s = &per_channel[c];
+        memset(s->histogram, 0, GF_BINS16 * sizeof s->histogram[0]);
+        s->sum = s->sum_squares = 0;
+        s->max = 0;
+        s->depth = 16;
+        s->min = 65535;
+        for (size_t i = 0; i < count; i++) {
+            unsigned v = pixels[i * channels + c];
+            s->histogram[v]++;
+            s->sum += v;
+            s->sum_squares += (unsigned long long)v * v;
+            if ((int)v < s->min)
+                s->min = (int)v;
+            if ((int)v > s->max)
+                s->max = (int)v;
+        }
+    }
+}
+
+/* A histogram, its cdf and a table: too large for a thread's stack. */
+typedef struct {
+    unsigned long long hist[GF_BINS16], cdf[GF_BINS16];
+    unsigned short lut[GF_BINS16];
+} tables16;
+
+static tables16 *new_tables16(void)
+{
+    tables16 *t = calloc(1, sizeof *t);
+    if (!t)
+        gf_set_error("out of memory for the 16-bit tone tables");
+    return t;
+}
+
+/* The histogram of the luma of RGB pixels (colour 3), else of channel 0. */
+static void colour_histogram16(const uint16_t *pixels, size_t count, int channels, int colour,
+                               unsigned long long *hist)
+{
+    memset(hist, 0, GF_BINS16 * sizeof *hist);
+    for (size_t i = 0; i < count; i++) {
+        const uint16_t *p = pixels + i * channels;
+        hist[colour == 3 ? gf_luma(p[0], p[1], p[2]) : p[0]]++;
+    }
+}
+
+static void apply_lut16(uint16_t *pixels, size_t count, int channels, int c,
+                        const unsigned short *lut)
+{
+    for (size_t i = 0; i < count; i++)
+        pixels[i * channels + c] = lut[pixels[i * channels + c]];
+}
+
+int gf_equalize_cpu16(uint16_t *pixels, size_t count, int channels, gf_equalize_mode mode,
+                      int colour)
+{
+    tables16 *t = new_tables16();
+    if (!t)
+        return -1;
+    if (mode == GF_EQUALIZE_LUMINANCE && colour == 3) {
+        colour_histogram16(pixels, count, channels, colour, t->hist);
+        cumulate(t->hist, t->cdf, GF_BINS16);
+        gf_equalize_lut16(t->hist, t->cdf, t->lut);
+        /* a constant image stays as it is, as at 8 bits */
+        if (!gf_is_identity_lut16(t->lut))
+            for (size_t i = 0; i < count; i++)
+                gf_map_luma16(pixels + i * channels, t->lut);
+        free(t);
+        return 0;
+    }
+    for (int c = 0; c < colour; c++) {
+        memset(t->hist, 0, sizeof t->hist);
+        for (size_t i = 0; i < count; i++)
+            t->hist[pixels[i * channels + c]]++;
+        cumulate(t->hist, t->cdf, GF_BINS16);
+        gf_equalize_lut16(t->hist, t->cdf, t->lut);
+        apply_lut16(pixels, count, channels, c, t->lut);
+    }
+    free(t);
+    return 0;
+}
+
+int gf_stretch_cpu16(uint16_t *pixels, size_t count, int channels, const gf_stretch *how,
+                     int colour)
+{
+    tables16 *t = new_tables16();
+    if (!t)
+        return -1;
+    int lo = 65535, hi = 0;
+    if (how->kind == GF_STRETCH_NORMALIZE) {
+        colour_histogram16(pixels, count, channels, colour, t->hist);
+        cumulate(t->hist, t->cdf, GF_BINS16);
+        gf_normalize_limits_bins(t->cdf, GF_BINS16, how->black, how->white, &lo, &hi);
+    } else {
+        for (size_t i = 0; i < count; i++)
+            for (int c = 0; c < colour; c++) {
+                int v = pixels[i * channels + c];
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+    }
+    gf_stretch_lut16(lo, hi, t->lut);
+    for (int c = 0; c < colour; c++)
+        apply_lut16(pixels, count, channels, c, t->lut);
+    free(t);
+    return 0;
 }
 
 /* ---- the backend object --------------------------------------------------- */
@@ -181,7 +337,8 @@ static int cpu_upload(gf_backend *self, gf_image *img)
     gf_image_free(b->current);
     gf_image_free(b->scratch);
     b->scratch = NULL;
-    b->current = gf_image_new(img->width, img->height, img->channels);
+    b->current = gf_image_new_depth(img->width, img->height, img->channels,
+                                    img->depth == 16 ? 16 : 8);
     if (!b->current)
         return -1;
     unsigned char *fresh = b->current->pixels;
@@ -190,22 +347,43 @@ static int cpu_upload(gf_backend *self, gf_image *img)
     return 0;
 }
 
+static void reference_convolve(const gf_image *src, gf_image *dst, const gf_mask *mask,
+                               gf_border border, int channels_filtered)
+{
+    if (src->depth == 16)
+        gf_conv2d_cpu16(gf_image_samples16(src), (uint16_t *)(void *)dst->pixels, src->width,
+                        src->height, src->channels, channels_filtered, mask, border);
+    else
+        gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
+                      channels_filtered, mask, border);
+}
+
+/* The bands gf_conv2d_fast ran, or -1. */
+static int fast_convolve(const gf_image *src, gf_image *dst, const gf_mask *mask,
+                         gf_border border, int channels_filtered)
+{
+    if (src->depth == 16)
+        return gf_conv2d_fast16(gf_image_samples16(src), (uint16_t *)(void *)dst->pixels,
+                                src->width, src->height, src->channels, channels_filtered, mask,
+                                border, 0);
+    return gf_conv2d_fast(src->pixels, dst->pixels, src->width, src->height, src->channels,
+                          channels_filtered, mask, border, 0);
+}
+
 static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
                         int channels_filtered)
 {
     cpu_backend *b = (cpu_backend *)self;
     if (!b->scratch)
-        b->scratch = gf_image_new(b->current->width, b->current->height, b->current->channels);
+        b->scratch = gf_image_new_depth(b->current->width, b->current->height,
+                                        b->current->channels, b->current->depth);
     if (!b->scratch)
         return -1;
     gf_image *src = b->current, *dst = b->scratch;
     if (!b->fast)
-        gf_conv2d_cpu(src->pixels, dst->pixels, src->width, src->height, src->channels,
-                      channels_filtered, mask, border);
+        reference_convolve(src, dst, mask, border, channels_filtered);
     else {
-        const int bands = gf_conv2d_fast(src->pixels, dst->pixels, src->width, src->height,
-                                         src->channels, channels_filtered, mask, border,
-                                         0);
+        const int bands = fast_convolve(src, dst, mask, border, channels_filtered);
         if (bands < 0) {
             gf_set_error("out of memory for the CPU convolution of a %dx%d image", src->width,
                          src->height);
@@ -213,7 +391,7 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
         }
         if (b->log) {
             int taps = 0;
-            const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
+            const gf_cpu_path path = gf_cpu_conv_path_depth(mask, src->depth, &taps);
             fprintf(b->log, "gpufilter: cpu: %s: %s sums (%d taps a value), %d thread%s\n",
                     mask->name, gf_cpu_path_name(path), taps, bands, bands == 1 ? "" : "s");
         }
@@ -228,9 +406,16 @@ static size_t pixel_count(const gf_image *img)
     return (size_t)img->width * (size_t)img->height;
 }
 
+static uint16_t *samples16(gf_image *img)
+{
+    return (uint16_t *)(void *)img->pixels;
+}
+
 static int cpu_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
 {
     gf_image *img = ((cpu_backend *)self)->current;
+    if (img->depth == 16)
+        return gf_equalize_cpu16(samples16(img), pixel_count(img), img->channels, mode, colour);
     gf_equalize_cpu(img->pixels, pixel_count(img), img->channels, mode, colour);
     return 0;
 }
@@ -238,6 +423,8 @@ static int cpu_equalize(gf_backend *self, gf_equalize_mode mode, int colour)
 static int cpu_stretch(gf_backend *self, const gf_stretch *how, int colour)
 {
     gf_image *img = ((cpu_backend *)self)->current;
+    if (img->depth == 16)
+        return gf_stretch_cpu16(samples16(img), pixel_count(img), img->channels, how, colour);
     gf_stretch_cpu(img->pixels, pixel_count(img), img->channels, how, colour);
     return 0;
 }
@@ -245,7 +432,11 @@ static int cpu_stretch(gf_backend *self, const gf_stretch *how, int colour)
 static int cpu_statistics(gf_backend *self, gf_channel_stats *per_channel)
 {
     gf_image *img = ((cpu_backend *)self)->current;
-    gf_statistics_cpu(img->pixels, pixel_count(img), img->channels, per_channel);
+    if (img->depth == 16)
+        gf_statistics_cpu16(gf_image_samples16(img), pixel_count(img), img->channels,
+                            per_channel);
+    else
+        gf_statistics_cpu(img->pixels, pixel_count(img), img->channels, per_channel);
     return 0;
 }
 

@@ -41,7 +41,9 @@ unsigned gf_batch_shard_of(const char *path, unsigned count);
  * on devices[worker % device_count], so the copies and kernels of one image
  * overlap the decoding and encoding of the others. Each failure is reported
  * on stderr with its file's name and skipped. Returns the number of failed
- * files. */
+ * files, or GF_BATCH_USAGE when --summary refused the files (8 and 16 bits
+ * a sample mixed: a usage error, reported). */
+#define GF_BATCH_USAGE ((size_t)-1)
 size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_backend *backend,
                     const int *devices, int device_count);
 

@@ -83,8 +83,8 @@ static void print_stages(batch_run *run, const char *input, const gf_gpu_item_re
                          const char *backend)
 {
     clear_progress(run);
-    fprintf(stderr, "gpufilter: %s %dx%dx%d: decode %s %.1f ms", input, r->width, r->height,
-            r->channels, r->decoder, r->decode_ms);
+    fprintf(stderr, "gpufilter: %s %dx%dx%d%s: decode %s %.1f ms", input, r->width, r->height,
+            r->channels, r->depth == 16 ? " 16-bit" : "", r->decoder, r->decode_ms);
     if (r->orientation > GF_ORIENTATION_STORED)
         fprintf(stderr, " (EXIF orientation %d: %s, on the host)", r->orientation,
                 gf_orientation_describe(r->orientation));
@@ -126,8 +126,11 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
     file->data = NULL;
     if (!img)
         return -1;
-    if (job->gray)
-        gf_image_to_gray(img);
+    if (gf_image_prepare(img, job->gray, job->depth) < 0) {
+        gf_error_name_file(item->input);
+        gf_image_free(img);
+        return -1;
+    }
     double t1 = gf_now_ms();
     gf_channel_stats stats[4];
     int status = gf_pipeline_run(&job->pipeline, backend, img, job->stats ? stats : NULL,
@@ -147,7 +150,7 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
         atomic_fetch_add(&run->encoded_on_cpu, 1);
     if (status == 0 && job->verbose) {
         gf_gpu_item_report r = {.width = img->width, .height = img->height,
-                                .channels = img->channels, .decoder = "CPU",
+                                .channels = img->channels, .depth = img->depth, .decoder = "CPU",
                                 .orientation = orientation,
                                 .encoder = item->output ? "CPU" : NULL, .decode_ms = t1 - t0,
                                 .filter_ms = t2 - t1, .encode_ms = gf_now_ms() - t2};
@@ -310,8 +313,8 @@ static unsigned long long jpeg_input_bytes(const gf_batch *batch, unsigned long 
 static int start_gpu_codecs(batch_run *run)
 {
     const gf_job *job = run->job;
-    if (!run->cuda || job->codec == GF_CODEC_CPU || job->gray)
-        return 0;  /* --gray: the CPU path converts the decoded colours */
+    if (!run->cuda || job->codec == GF_CODEC_CPU || job->gray || job->depth == 16)
+        return 0;  /* --gray, --depth 16: the CPU path converts the decoded image */
     if (job->codec == GF_CODEC_AUTO) {
         unsigned long long bytes = jpeg_input_bytes(run->batch, GPU_CODEC_MIN_INPUT_BYTES);
         if (bytes < GPU_CODEC_MIN_INPUT_BYTES) {
@@ -399,10 +402,13 @@ size_t gf_batch_run(const gf_job *job, const gf_batch *batch, int workers, gf_ba
         show_progress(&run);
         fputc('\n', stderr);
     }
+    int refused = 0;
     if (job->summary && run.summary.files > 0) {
-        gf_stats_summary_print(stdout, job->stats, &run.summary);
+        refused = gf_stats_summary_print(stdout, job->stats, &run.summary) < 0;
+        if (refused)
+            fprintf(stderr, "%s\n", gf_error());
         fflush(stdout);
     }
     pthread_mutex_destroy(&run.report_lock);
-    return atomic_load(&run.failed);
+    return refused ? GF_BATCH_USAGE : atomic_load(&run.failed);
 }

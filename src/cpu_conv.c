@@ -41,15 +41,41 @@ typedef struct {
 } conv_plan;
 
 typedef struct {
-    const unsigned char *src;
+    const unsigned char *src;  /* samples of 'depth' bits, addressed in bytes */
     unsigned char *dst;
     int width, height, channels, channels_filtered;
+    int depth, sample_bytes;  /* 8 and 1, or 16 and 2 */
     const gf_mask *mask;
     gf_border border;
     const conv_plan *plan;
     int y0, y1;  /* this band's output rows */
     int failed;
 } band_job;
+
+/* Run the statements after p with q, p's samples typed: uint16_t at depth
+ * 16, else unsigned char (each loop compiled, and vectorized, for both). */
+#define WITH_SAMPLES(depth, q, p, ...)                                     \
+    do {                                                                   \
+        if ((depth) == 16) {                                               \
+            const uint16_t *q = (const uint16_t *)(const void *)(p);       \
+            __VA_ARGS__;                                                   \
+        } else {                                                           \
+            const unsigned char *q = (const unsigned char *)(p);           \
+            __VA_ARGS__;                                                   \
+        }                                                                  \
+    } while (0)
+
+/* The largest sample value: integer sums are bounded with it. */
+static double max_sample(int depth)
+{
+    return depth == 16 ? 65535.0 : 255.0;
+}
+
+/* Bytes of one row of n samples (width * channels) of the source or result. */
+static size_t sample_offset(const band_job *job, size_t n)
+{
+    return n * (size_t)job->sample_bytes;
+}
 
 /* ---- the plan ------------------------------------------------------------ */
 
@@ -61,7 +87,7 @@ static int is_small_integer(double w)
 /* Whether every weight is a small integer and each matrix's sums stay
  * under SUM_LIMIT (checked before any memory is taken: a large gaussian
  * fails at its first weight). */
-static int integer_weights(const gf_mask *mask)
+static int integer_weights(const gf_mask *mask, int depth)
 {
     const int taps = mask->width * mask->height;
     for (int k = 0; k < mask->count; k++) {
@@ -72,15 +98,15 @@ static int integer_weights(const gf_mask *mask)
                 return 0;
             total += fabs(w);
         }
-        if (total * 255.0 > SUM_LIMIT)
+        if (total * max_sample(depth) > SUM_LIMIT)
             return 0;
     }
     return 1;
 }
 
-static int integer_taps(const gf_mask *mask, conv_plan *plan)
+static int integer_taps(const gf_mask *mask, int depth, conv_plan *plan)
 {
-    if (!integer_weights(mask))
+    if (!integer_weights(mask, depth))
         return 0;
     const int taps = mask->width * mask->height;
     for (int k = 0; k < mask->count; k++) {
@@ -112,7 +138,7 @@ static int all_equal(const int32_t *v, int n)
 
 /* One integer matrix as column x row, with row's entries coprime (then the
  * column is integral too). 0 when it does not factor or could overflow. */
-static int integer_factors(const gf_mask *mask, conv_plan *plan)
+static int integer_factors(const gf_mask *mask, int depth, conv_plan *plan)
 {
     const int mw = mask->width, mh = mask->height;
     const int32_t *w = plan->taps[0];
@@ -145,7 +171,7 @@ static int integer_factors(const gf_mask *mask, conv_plan *plan)
     }
     for (int x = 0; x < mw; x++)
         row_total += llabs((long long)plan->row[x]);
-    if ((double)row_total * (double)column_total * 255.0 > SUM_LIMIT)
+    if ((double)row_total * (double)column_total * max_sample(depth) > SUM_LIMIT)
         return 0;
     plan->row_constant = all_equal(plan->row, mw);
     plan->column_constant = all_equal(plan->column, mh);
@@ -164,7 +190,7 @@ static int integer_factors(const gf_mask *mask, conv_plan *plan)
  * stays over 8e-5 from it for s < 2^24 (|s - (k + 1/2)^2| >= 1/4, over
  * 2 sqrt(s) + 1), more than sqrtf's error (half a float ulp, under 2^-13
  * below 4096); so rounding the float gives the reference's byte. */
-static int float_magnitude_exact(const gf_mask *mask)
+static int float_magnitude_exact(const gf_mask *mask, int depth)
 {
     if (mask->combine != GF_COMBINE_MAGNITUDE)
         return 0;
@@ -175,7 +201,7 @@ static int float_magnitude_exact(const gf_mask *mask)
         double total = 0.0;
         for (int i = 0; i < mask->width * mask->height; i++)
             total += fabs(mask->weights[k][i]);
-        squares += (255.0 * total) * (255.0 * total);
+        squares += (max_sample(depth) * total) * (max_sample(depth) * total);
     }
     return squares < (double)(1 << 24);
 }
@@ -204,18 +230,22 @@ static int reads_the_same_backwards(const double *w, int n)
     return 1;
 }
 
-static gf_cpu_path make_plan(const gf_mask *mask, conv_plan *plan)
+/* At depth 16 the 1-D passes of a non-integer mask sum in double: float's
+ * error grows with the values, 256 times an 8-bit image's. */
+static gf_cpu_path make_plan(const gf_mask *mask, int depth, conv_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
-    if (!integer_taps(mask, plan)) {
+    if (!integer_taps(mask, depth, plan)) {
         const int factors = mask->separable && mask->count == 1 && past_small_size(mask);
         plan->columns_first = factors;
         plan->column_symmetric = factors && reads_the_same_backwards(mask->column, mask->height);
         plan->row_symmetric = factors && reads_the_same_backwards(mask->row, mask->width);
-        return plan->path = factors ? GF_CPU_SEPARABLE_FLOAT : GF_CPU_DOUBLE;
+        if (!factors)
+            return plan->path = GF_CPU_DOUBLE;
+        return plan->path = depth == 16 ? GF_CPU_SEPARABLE_DOUBLE : GF_CPU_SEPARABLE_FLOAT;
     }
-    plan->float_magnitude = float_magnitude_exact(mask);
-    if (!integer_factors(mask, plan))
+    plan->float_magnitude = float_magnitude_exact(mask, depth);
+    if (!integer_factors(mask, depth, plan))
         return plan->path = GF_CPU_INTEGER;
     plan->columns_first = past_small_size(mask);
     return plan->path = GF_CPU_SEPARABLE;
@@ -232,7 +262,7 @@ static int nonzero_taps(const gf_mask *mask)
 
 static int path_taps(const gf_mask *mask, const conv_plan *plan)
 {
-    if (plan->path == GF_CPU_SEPARABLE_FLOAT)
+    if (plan->path == GF_CPU_SEPARABLE_FLOAT || plan->path == GF_CPU_SEPARABLE_DOUBLE)
         return mask->width + mask->height;
     if (plan->path != GF_CPU_SEPARABLE)
         return nonzero_taps(mask);
@@ -248,8 +278,13 @@ static int path_taps(const gf_mask *mask, const conv_plan *plan)
 
 gf_cpu_path gf_cpu_conv_path(const gf_mask *mask, int *taps)
 {
+    return gf_cpu_conv_path_depth(mask, 8, taps);
+}
+
+gf_cpu_path gf_cpu_conv_path_depth(const gf_mask *mask, int depth, int *taps)
+{
     conv_plan *plan = malloc(sizeof *plan);
-    gf_cpu_path path = plan ? make_plan(mask, plan) : GF_CPU_DOUBLE;
+    gf_cpu_path path = plan ? make_plan(mask, depth, plan) : GF_CPU_DOUBLE;
     if (taps)
         *taps = plan ? path_taps(mask, plan) : nonzero_taps(mask);
     free_plan(plan);
@@ -262,6 +297,7 @@ const char *gf_cpu_path_name(gf_cpu_path path)
     case GF_CPU_INTEGER: return "integer";
     case GF_CPU_SEPARABLE: return "separable integer";
     case GF_CPU_SEPARABLE_FLOAT: return "separable float";
+    case GF_CPU_SEPARABLE_DOUBLE: return "separable double";
     default: return "double";
     }
 }
@@ -277,7 +313,8 @@ static int ring_slot(int v, int slots)
 /* Source row sy extended by the border: padded[p] is column p - ax. */
 static void pad_row(const band_job *job, int sy, unsigned char *padded)
 {
-    const int ch = job->channels, w = job->width, ax = job->mask->width / 2;
+    const int w = job->width, ax = job->mask->width / 2;
+    const size_t ch = sample_offset(job, (size_t)job->channels);  /* bytes a pixel */
     const unsigned char *row = job->src + (size_t)sy * w * ch;
     const int total = w + job->mask->width - 1;
     for (int p = 0; p < total; p++) {
@@ -288,9 +325,9 @@ static void pad_row(const band_job *job, int sy, unsigned char *padded)
         }
         const int sx = gf_border_index(p - ax, w, job->border);
         if (sx < 0)
-            memset(padded + (size_t)p * ch, 0, (size_t)ch);
+            memset(padded + (size_t)p * ch, 0, ch);
         else
-            memcpy(padded + (size_t)p * ch, row + (size_t)sx * ch, (size_t)ch);
+            memcpy(padded + (size_t)p * ch, row + (size_t)sx * ch, ch);
     }
 }
 
@@ -310,6 +347,20 @@ static void round_row(const double *t, int32_t *rounded, unsigned char *out, int
     for (int i = 0; i < n; i++) {
         const int32_t positive = rounded[i] > 0 ? rounded[i] : 0;
         out[i] = (unsigned char)(positive < 255 ? positive : 255);
+    }
+}
+
+/* round_row at depth 16: clamped to -1..65536, then to 0..65535. */
+static void round_row16(const double *t, int32_t *rounded, uint16_t *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const double low = t[i] > -1.0 ? t[i] : -1.0;
+        const double clamped = low < 65536.0 ? low : 65536.0;
+        rounded[i] = (int32_t)((clamped + 0x1.8p52) - 0x1.8p52);
+    }
+    for (int i = 0; i < n; i++) {
+        const int32_t positive = rounded[i] > 0 ? rounded[i] : 0;
+        out[i] = (uint16_t)(positive < 65535 ? positive : 65535);
     }
 }
 
@@ -341,8 +392,17 @@ static void combine_row(double *t, const double *r, int n, int k, gf_combine com
 static void pass_alpha(const band_job *job, int y, int n)
 {
     const int ch = job->channels;
-    const unsigned char *in = job->src + (size_t)y * n;
-    unsigned char *out = job->dst + (size_t)y * n;
+    const size_t row = sample_offset(job, (size_t)y * n);
+    if (job->depth == 16) {
+        const uint16_t *in = (const uint16_t *)(const void *)(job->src + row);
+        uint16_t *out = (uint16_t *)(void *)(job->dst + row);
+        for (int c = job->channels_filtered; c < ch; c++)
+            for (int i = c; i < n; i += ch)
+                out[i] = in[i];
+        return;
+    }
+    const unsigned char *in = job->src + row;
+    unsigned char *out = job->dst + row;
     for (int c = job->channels_filtered; c < ch; c++)
         for (int i = c; i < n; i += ch)
             out[i] = in[i];
@@ -352,12 +412,12 @@ static void pass_alpha(const band_job *job, int y, int n)
  * |s - b| >= threshold, s the source value; else s. */
 static void unsharp_row(const band_job *job, int y, double *t, int n)
 {
-    const unsigned char *s = job->src + (size_t)y * n;
     const double amount = job->mask->amount, threshold = job->mask->threshold;
-    for (int i = 0; i < n; i++) {
-        const double d = (double)s[i] - t[i];
-        t[i] = fabs(d) >= threshold ? s[i] + amount * d : s[i];
-    }
+    WITH_SAMPLES(job->depth, s, job->src + sample_offset(job, (size_t)y * n),
+                 for (int i = 0; i < n; i++) {
+                     const double d = (double)s[i] - t[i];
+                     t[i] = fabs(d) >= threshold ? s[i] + amount * d : s[i];
+                 });
 }
 
 static void store_row(const band_job *job, int y, double *t, int32_t *rounded, int n)
@@ -367,7 +427,11 @@ static void store_row(const band_job *job, int y, double *t, int32_t *rounded, i
             t[i] = sqrt(t[i]);
     if (job->mask->combine == GF_COMBINE_UNSHARP)
         unsharp_row(job, y, t, n);
-    round_row(t, rounded, job->dst + (size_t)y * n, n);
+    if (job->depth == 16)
+        round_row16(t, rounded, (uint16_t *)(void *)(job->dst + sample_offset(job, (size_t)y * n)),
+                    n);
+    else
+        round_row(t, rounded, job->dst + (size_t)y * n, n);
     pass_alpha(job, y, n);
 }
 
@@ -403,8 +467,11 @@ static int alloc_scratch(const band_job *job, band_scratch *s)
     const int mh = job->mask->height;
     const int separable = job->plan->path == GF_CPU_SEPARABLE;
     const int padded_rows = separable || job->plan->columns_first ? 1 : mh;
+    /* the column pass's values: int32_t or float, double at depth 16 */
+    const size_t column_value = job->plan->path == GF_CPU_SEPARABLE_DOUBLE ? sizeof(double)
+                                                                           : sizeof(int32_t);
     memset(s, 0, sizeof *s);
-    s->padded = malloc(padded_bytes * padded_rows);
+    s->padded = malloc(sample_offset(job, padded_bytes) * padded_rows);
     s->padded_tag = malloc(sizeof(int) * (mh + 1));
     s->line_tag = malloc(sizeof(int) * (mh + 1));
     s->response = malloc(n * sizeof(double));
@@ -414,12 +481,13 @@ static int alloc_scratch(const band_job *job, band_scratch *s)
     int ok = s->padded && s->padded_tag && s->line_tag && s->response && s->combined &&
              s->rounded && s->zeros;
     if (job->plan->columns_first)
-        ok = ok && (s->columns = malloc(n * sizeof(int32_t))) &&
-             (s->padded_columns = malloc(padded_bytes * sizeof(int32_t)));  /* or float */
+        ok = ok && (s->columns = malloc(n * column_value)) &&
+             (s->padded_columns = malloc(padded_bytes * column_value));
     else if (separable)
         ok = ok && (s->lines = malloc(n * sizeof(int32_t) * (mh + 1)));
     for (int k = 0; k < job->mask->count && ok; k++)
-        ok = job->plan->path == GF_CPU_DOUBLE || job->plan->path == GF_CPU_SEPARABLE_FLOAT
+        ok = job->plan->path == GF_CPU_DOUBLE || job->plan->path == GF_CPU_SEPARABLE_FLOAT ||
+                     job->plan->path == GF_CPU_SEPARABLE_DOUBLE
                  ? (s->dsum[k] = malloc(n * sizeof(double))) != NULL
                                               : (s->isum[k] = malloc(n * sizeof(int32_t))) != NULL;
     if (!ok) {
@@ -439,8 +507,9 @@ static const unsigned char *padded_row(const band_job *job, band_scratch *s, int
         return NULL;
     const int slots = job->plan->path == GF_CPU_SEPARABLE ? 1 : job->mask->height;
     const int slot = ring_slot(v, slots);
-    unsigned char *p = s->padded +
-                       (size_t)slot * (job->width + job->mask->width - 1) * job->channels;
+    unsigned char *p = s->padded + sample_offset(job, (size_t)slot *
+                                                          (job->width + job->mask->width - 1) *
+                                                          job->channels);
     if (s->padded_tag[slot] != v) {
         pad_row(job, sy, p);
         s->padded_tag[slot] = v;
@@ -497,10 +566,9 @@ static void integer_band(const band_job *job, band_scratch *s)
                     const int32_t w = job->plan->taps[k][my * m->width + mx];
                     if (!w)
                         continue;
-                    const unsigned char *q = p + (size_t)mx * ch;
                     int32_t *acc = s->isum[k];
-                    for (int i = 0; i < n; i++)
-                        acc[i] += w * q[i];
+                    WITH_SAMPLES(job->depth, q, p + sample_offset(job, (size_t)mx * ch),
+                                 for (int i = 0; i < n; i++) acc[i] += w * q[i]);
                 }
         }
         finish_integer_row(job, s, y, n);
@@ -523,10 +591,9 @@ static void double_band(const band_job *job, band_scratch *s)
                     const double w = m->weights[k][my * m->width + mx];
                     if (w == 0.0)
                         continue;
-                    const unsigned char *q = p + (size_t)mx * ch;
                     double *acc = s->dsum[k];
-                    for (int i = 0; i < n; i++)
-                        acc[i] += (double)q[i] * w;
+                    WITH_SAMPLES(job->depth, q, p + sample_offset(job, (size_t)mx * ch),
+                                 for (int i = 0; i < n; i++) acc[i] += (double)q[i] * w);
                 }
         }
         for (int k = 0; k < m->count; k++) {
@@ -541,22 +608,47 @@ static void double_band(const band_job *job, band_scratch *s)
 /* line[x * ch + c] = the sum of the mw values of channel c from pixel x of
  * the padded row p on. The sums live in locals, not in line: read back
  * from memory, each step would wait for the store of the one before. */
-static inline __attribute__((always_inline)) void running_row_sum(int32_t *line,
-                                                                  const unsigned char *p,
-                                                                  int width, int mw, int ch)
+#define DEFINE_RUNNING_ROW_SUM(name, type)                                             \
+    static inline __attribute__((always_inline)) void name(int32_t *line, const type *p,  \
+                                                           int width, int mw, int ch)     \
+    {                                                                                     \
+        int32_t sum[4] = {0, 0, 0, 0};                                                    \
+        for (int mx = 0; mx < mw; mx++)                                                   \
+            for (int c = 0; c < ch; c++)                                                  \
+                sum[c] += p[mx * ch + c];                                                 \
+        for (int c = 0; c < ch; c++)                                                      \
+            line[c] = sum[c];                                                             \
+        const type *in = p + (size_t)mw * ch, *out = p;                                   \
+        for (int x = 1; x < width; x++, in += ch, out += ch)                              \
+            for (int c = 0; c < ch; c++) {                                                \
+                sum[c] += in[c] - out[c];                                                 \
+                line[x * ch + c] = sum[c];                                                \
+            }                                                                             \
+    }
+DEFINE_RUNNING_ROW_SUM(running_row_sum, unsigned char)
+DEFINE_RUNNING_ROW_SUM(running_row_sum16, uint16_t)
+
+/* running_row_sum with the channel count a constant, which keeps the sums
+ * in registers. */
+static void running_row_sums(const band_job *job, int32_t *line, const unsigned char *p)
 {
-    int32_t sum[4] = {0, 0, 0, 0};
-    for (int mx = 0; mx < mw; mx++)
-        for (int c = 0; c < ch; c++)
-            sum[c] += p[mx * ch + c];
-    for (int c = 0; c < ch; c++)
-        line[c] = sum[c];
-    const unsigned char *in = p + (size_t)mw * ch, *out = p;
-    for (int x = 1; x < width; x++, in += ch, out += ch)
-        for (int c = 0; c < ch; c++) {
-            sum[c] += in[c] - out[c];
-            line[x * ch + c] = sum[c];
+    const int width = job->width, mw = job->mask->width;
+    if (job->depth == 16) {
+        const uint16_t *q = (const uint16_t *)(const void *)p;
+        switch (job->channels) {
+        case 1: running_row_sum16(line, q, width, mw, 1); break;
+        case 2: running_row_sum16(line, q, width, mw, 2); break;
+        case 3: running_row_sum16(line, q, width, mw, 3); break;
+        default: running_row_sum16(line, q, width, mw, 4); break;
         }
+        return;
+    }
+    switch (job->channels) {
+    case 1: running_row_sum(line, p, width, mw, 1); break;
+    case 2: running_row_sum(line, p, width, mw, 2); break;
+    case 3: running_row_sum(line, p, width, mw, 3); break;
+    default: running_row_sum(line, p, width, mw, 4); break;
+    }
 }
 
 /* The row response of virtual row v: sum over mx of row[mx] * source. */
@@ -572,21 +664,15 @@ static const int32_t *row_response(const band_job *job, band_scratch *s, int v)
         return line;
     const unsigned char *p = padded_row(job, s, v);
     if (job->plan->row_constant) {  /* a running sum along the row, per channel */
-        switch (ch) {  /* a constant count keeps the sums in registers */
-        case 1: running_row_sum(line, p, job->width, mw, 1); break;
-        case 2: running_row_sum(line, p, job->width, mw, 2); break;
-        case 3: running_row_sum(line, p, job->width, mw, 3); break;
-        default: running_row_sum(line, p, job->width, mw, 4); break;
-        }
+        running_row_sums(job, line, p);
     } else {
         memset(line, 0, (size_t)n * sizeof(int32_t));
         for (int mx = 0; mx < mw; mx++) {
             const int32_t w = job->plan->row[mx];
             if (!w)
                 continue;
-            const unsigned char *q = p + (size_t)mx * ch;
-            for (int i = 0; i < n; i++)
-                line[i] += w * q[i];
+            WITH_SAMPLES(job->depth, q, p + sample_offset(job, (size_t)mx * ch),
+                         for (int i = 0; i < n; i++) line[i] += w * q[i]);
         }
     }
     s->line_tag[slot] = v;
@@ -632,7 +718,7 @@ static void separable_band(const band_job *job, band_scratch *s)
 static const unsigned char *source_row(const band_job *job, int v)
 {
     const int sy = gf_border_index(v, job->height, job->border);
-    return sy < 0 ? NULL : job->src + (size_t)sy * job->width * job->channels;
+    return sy < 0 ? NULL : job->src + sample_offset(job, (size_t)sy * job->width * job->channels);
 }
 
 /* The column pass's row extended by the border, as pad_row does for bytes:
@@ -649,6 +735,7 @@ static const unsigned char *source_row(const band_job *job, int v)
     }
 DEFINE_PAD_COLUMNS(pad_int_columns, int32_t)
 DEFINE_PAD_COLUMNS(pad_float_columns, float)
+DEFINE_PAD_COLUMNS(pad_double_columns, double)
 
 /* columns = sum over my of column[my] * source row y + my - ay, exactly;
  * a constant column is a running sum kept from the row before. */
@@ -659,11 +746,9 @@ static void integer_columns(const band_job *job, int y, int32_t *columns)
     if (plan->column_constant && y > job->y0) {
         const unsigned char *in = source_row(job, y + mh - 1 - ay), *out = source_row(job, y - 1 - ay);
         if (in)
-            for (int i = 0; i < n; i++)
-                columns[i] += in[i];
+            WITH_SAMPLES(job->depth, q, in, for (int i = 0; i < n; i++) columns[i] += q[i]);
         if (out)
-            for (int i = 0; i < n; i++)
-                columns[i] -= out[i];
+            WITH_SAMPLES(job->depth, q, out, for (int i = 0; i < n; i++) columns[i] -= q[i]);
         return;
     }
     memset(columns, 0, (size_t)n * sizeof *columns);
@@ -671,8 +756,7 @@ static void integer_columns(const band_job *job, int y, int32_t *columns)
         const int32_t w = plan->column_constant ? 1 : plan->column[my];
         const unsigned char *p = source_row(job, y + my - ay);
         if (w && p)
-            for (int i = 0; i < n; i++)
-                columns[i] += w * p[i];
+            WITH_SAMPLES(job->depth, q, p, for (int i = 0; i < n; i++) columns[i] += w * q[i]);
     }
 }
 
@@ -722,78 +806,95 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
 /* Values a chunk of the float passes keeps in its accumulator (in L1). */
 #define FLOAT_CHUNK 512
 
-/* sum[0..len) += w * (a[j] + b[j]), either row NULL (the constant
- * border's zeros). */
-static void add_pair_of_rows(float *sum, float w, const unsigned char *a, const unsigned char *b,
-                             int len)
-{
-    if (a && b)
-        for (int j = 0; j < len; j++)
-            sum[j] += w * (float)(a[j] + b[j]);
-    else if (a || b)
-        for (int j = 0, k = 0; j < len; j++, k++)
-            sum[j] += w * (a ? a : b)[k];
-}
-
-/* columns[i0..i0+len) = sum over my of column[my] * source row y + my - ay. */
-static void float_column_chunk(const band_job *job, int y, int i0, int len, float *columns)
-{
-    const gf_mask *m = job->mask;
-    const int mh = m->height, ay = mh / 2;
-    const int pairs = job->plan->column_symmetric ? mh / 2 : 0;
-    float sum[FLOAT_CHUNK] = {0};
-    for (int my = 0; my < mh - pairs; my++) {
-        const float w = (float)m->column[my];
-        const unsigned char *p = source_row(job, y + my - ay);
-        /* the first pairs rows: each with its mirror image, mh - 1 - my */
-        const unsigned char *mirror = my < pairs ? source_row(job, y + mh - 1 - my - ay) : NULL;
-        if (w != 0.0f)
-            add_pair_of_rows(sum, w, p ? p + i0 : NULL, mirror ? mirror + i0 : NULL, len);
+/* The passes of GF_CPU_SEPARABLE_FLOAT (real float, 8-bit samples) and
+ * GF_CPU_SEPARABLE_DOUBLE (real double, 16-bit samples), one text for both:
+ *   add_pair_of_rows_R   sum[0..len) += w * (a[j] + b[j]), either row NULL
+ *                        (the constant border's zeros)
+ *   column_chunk_R       columns[i0..i0+len) = sum over my of column[my] *
+ *                        source row y + my - ay
+ *   row_chunk_R          response[i0..i0+len) = sum over mx of row[mx] *
+ *                        padded[(x + mx) * ch + c], / scale + offset
+ *   columns_first_band_R the column pass, the border, the row pass, a row
+ *                        at a time. */
+#define DEFINE_REAL_PASSES(real, sample)                                                      \
+    static void add_pair_of_rows_##real(real *sum, real w, const sample *a, const sample *b, \
+                                        int len)                                              \
+    {                                                                                         \
+        if (a && b)                                                                           \
+            for (int j = 0; j < len; j++)                                                     \
+                sum[j] += w * (real)(a[j] + b[j]);                                            \
+        else if (a || b)                                                                      \
+            for (int j = 0, k = 0; j < len; j++, k++)                                         \
+                sum[j] += w * (a ? a : b)[k];                                                 \
+    }                                                                                         \
+                                                                                              \
+    static const sample *chunk_of_##real(const unsigned char *row, int i0)                    \
+    {                                                                                         \
+        return row ? (const sample *)(const void *)row + i0 : NULL;                           \
+    }                                                                                         \
+                                                                                              \
+    static void column_chunk_##real(const band_job *job, int y, int i0, int len, real *columns) \
+    {                                                                                         \
+        const gf_mask *m = job->mask;                                                         \
+        const int mh = m->height, ay = mh / 2;                                                \
+        const int pairs = job->plan->column_symmetric ? mh / 2 : 0;                           \
+        real sum[FLOAT_CHUNK] = {0};                                                          \
+        for (int my = 0; my < mh - pairs; my++) {                                             \
+            const real w = (real)m->column[my];                                               \
+            const unsigned char *p = source_row(job, y + my - ay);                            \
+            /* the first pairs rows: each with its mirror image, mh - 1 - my */               \
+            const unsigned char *mirror =                                                     \
+                my < pairs ? source_row(job, y + mh - 1 - my - ay) : NULL;                    \
+            if (w != 0)                                                                       \
+                add_pair_of_rows_##real(sum, w, chunk_of_##real(p, i0),                       \
+                                        chunk_of_##real(mirror, i0), len);                    \
+        }                                                                                     \
+        memcpy(columns + i0, sum, (size_t)len * sizeof *sum);                                 \
+    }                                                                                         \
+                                                                                              \
+    static void row_chunk_##real(const band_job *job, const real *padded, int i0, int len,    \
+                                 double *response)                                            \
+    {                                                                                         \
+        const gf_mask *m = job->mask;                                                         \
+        const int ch = job->channels, mw = m->width;                                          \
+        const int pairs = job->plan->row_symmetric ? mw / 2 : 0;                              \
+        real sum[FLOAT_CHUNK] = {0};                                                          \
+        for (int mx = 0; mx < mw - pairs; mx++) {                                             \
+            const real w = (real)m->row[mx];                                                  \
+            const real *q = padded + (size_t)mx * ch + i0;                                    \
+            if (w == 0)                                                                       \
+                continue;                                                                     \
+            if (mx < pairs) {                                                                 \
+                const real *mirror = padded + (size_t)(mw - 1 - mx) * ch + i0;                \
+                for (int j = 0; j < len; j++)                                                 \
+                    sum[j] += w * (q[j] + mirror[j]);                                         \
+            } else {                                                                          \
+                for (int j = 0; j < len; j++)                                                 \
+                    sum[j] += w * q[j];                                                       \
+            }                                                                                 \
+        }                                                                                     \
+        for (int j = 0; j < len; j++)                                                         \
+            response[i0 + j] = sum[j] / m->scale[0] + m->offset[0];                           \
+    }                                                                                         \
+                                                                                              \
+    static void columns_first_band_##real(const band_job *job, band_scratch *s)               \
+    {                                                                                         \
+        const int n = job->width * job->channels;                                             \
+        real *columns = s->columns, *padded = s->padded_columns;                              \
+        for (int y = job->y0; y < job->y1; y++) {                                             \
+            for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)                                       \
+                column_chunk_##real(job, y, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK,  \
+                                    columns);                                                 \
+            pad_##real##_columns(job, columns, padded);                                       \
+            for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)                                       \
+                row_chunk_##real(job, padded, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK, \
+                                 s->response);                                                \
+            combine_row(s->combined, s->response, n, 0, job->mask->combine);                  \
+            store_row(job, y, s->combined, s->rounded, n);                                    \
+        }                                                                                     \
     }
-    memcpy(columns + i0, sum, (size_t)len * sizeof *sum);
-}
-
-/* response[i0..i0+len) = sum over mx of row[mx] * padded[(x + mx) * ch + c],
- * divided by the scale, plus the offset. */
-static void float_row_chunk(const band_job *job, const float *padded, int i0, int len,
-                            double *response)
-{
-    const gf_mask *m = job->mask;
-    const int ch = job->channels, mw = m->width;
-    const int pairs = job->plan->row_symmetric ? mw / 2 : 0;
-    float sum[FLOAT_CHUNK] = {0};
-    for (int mx = 0; mx < mw - pairs; mx++) {
-        const float w = (float)m->row[mx];
-        const float *q = padded + (size_t)mx * ch + i0;
-        if (w == 0.0f)
-            continue;
-        if (mx < pairs) {
-            const float *mirror = padded + (size_t)(mw - 1 - mx) * ch + i0;
-            for (int j = 0; j < len; j++)
-                sum[j] += w * (q[j] + mirror[j]);
-        } else {
-            for (int j = 0; j < len; j++)
-                sum[j] += w * q[j];
-        }
-    }
-    for (int j = 0; j < len; j++)
-        response[i0 + j] = sum[j] / m->scale[0] + m->offset[0];
-}
-
-static void float_columns_first_band(const band_job *job, band_scratch *s)
-{
-    const int n = job->width * job->channels;
-    float *columns = s->columns, *padded = s->padded_columns;
-    for (int y = job->y0; y < job->y1; y++) {
-        for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)
-            float_column_chunk(job, y, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK, columns);
-        pad_float_columns(job, columns, padded);
-        for (int i0 = 0; i0 < n; i0 += FLOAT_CHUNK)
-            float_row_chunk(job, padded, i0, n - i0 < FLOAT_CHUNK ? n - i0 : FLOAT_CHUNK, s->response);
-        combine_row(s->combined, s->response, n, 0, job->mask->combine);
-        store_row(job, y, s->combined, s->rounded, n);
-    }
-}
+DEFINE_REAL_PASSES(float, unsigned char)
+DEFINE_REAL_PASSES(double, uint16_t)
 
 /* One body per instruction set, chosen when the program loads: flatten
  * inlines the whole band into each, so the row loops vectorize at the
@@ -819,7 +920,8 @@ BAND_CLONES static void *run_band(void *arg)
         else
             separable_band(job, &s);
         break;
-    case GF_CPU_SEPARABLE_FLOAT: float_columns_first_band(job, &s); break;
+    case GF_CPU_SEPARABLE_FLOAT: columns_first_band_float(job, &s); break;
+    case GF_CPU_SEPARABLE_DOUBLE: columns_first_band_double(job, &s); break;
     case GF_CPU_INTEGER: integer_band(job, &s); break;
     default: double_band(job, &s); break;
     }
@@ -844,16 +946,16 @@ static int band_count(const band_job *base, int threads)
     return bands > 1 ? bands : 1;
 }
 
-int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
-                   int channels, int channels_filtered, const gf_mask *mask, gf_border border,
-                   int threads)
+static int conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
+                       int channels, int channels_filtered, int depth, const gf_mask *mask,
+                       gf_border border, int threads)
 {
     conv_plan *plan = malloc(sizeof *plan);
     if (!plan)
         return -1;
-    make_plan(mask, plan);
-    band_job base = {src, dst, width, height, channels, channels_filtered, mask, border, plan,
-                     0, height, 0};
+    make_plan(mask, depth, plan);
+    band_job base = {src, dst, width, height, channels, channels_filtered, depth, depth / 8,
+                     mask, border, plan, 0, height, 0};
     const int bands = band_count(&base, threads);
     band_job *jobs = calloc((size_t)bands, sizeof *jobs);
     pthread_t *ids = calloc((size_t)bands, sizeof *ids);
@@ -879,4 +981,19 @@ int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int 
     free(ids);
     free_plan(plan);
     return failed ? -1 : bands;
+}
+
+int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border,
+                   int threads)
+{
+    return conv2d_fast(src, dst, width, height, channels, channels_filtered, 8, mask, border,
+                       threads);
+}
+
+int gf_conv2d_fast16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
+                     int channels_filtered, const gf_mask *mask, gf_border border, int threads)
+{
+    return conv2d_fast((const unsigned char *)(const void *)src, (unsigned char *)(void *)dst,
+                       width, height, channels, channels_filtered, 16, mask, border, threads);
 }

@@ -26,6 +26,7 @@ typedef struct {
     size_t item;
     int status;                   /* 0, or -1 with gf_error() set */
     int width, height, channels;
+    int depth;                    /* bits a sample (0: 8) */
     const gf_channel_stats *stats;  /* --stats: one per channel; else NULL */
     const char *decoder, *encoder;  /* "GPU (hardware)", "CPU", ... */
     int orientation;              /* the EXIF orientation the CPU decode applied (1: none) */
@@ -45,7 +46,8 @@ gf_gpu_stage *gf_gpu_stage_start(const gf_job *job, const gf_batch *batch, const
                                  int device_count, int need_hardware, gf_gpu_report_fn report,
                                  void *user);
 /* 1 when a file may take the stage: a JPEG (by its first bytes) of three
- * channels without undefined tables (the stage is not started for --gray),
+ * channels without undefined tables (the stage is not started for --gray
+ * or --depth 16),
  * not turned by its EXIF orientation (the CPU path decodes and turns it,
  * then the worker's GPU filters it), whose entropy-coded data
  * libjpeg-turbo decodes without a complaint (gf_jpeg_rows_sound; run on

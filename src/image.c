@@ -83,11 +83,34 @@ void gf_image_free(gf_image *img)
     free(img);
 }
 
+static void to_gray16(gf_image *img)
+{
+    const int c = img->channels;
+    const size_t n = (size_t)img->width * (size_t)img->height;
+    uint16_t *p = (uint16_t *)(void *)img->pixels;
+    for (size_t i = 0; i < n; i++) {  /* in place, as below */
+        const uint16_t *rgb = p + i * (size_t)c;
+        const uint16_t luma = (uint16_t)gf_luma(rgb[0], rgb[1], rgb[2]);
+        if (c == 4) {
+            const uint16_t alpha = rgb[3];
+            p[2 * i] = luma;
+            p[2 * i + 1] = alpha;
+        } else {
+            p[i] = luma;
+        }
+    }
+}
+
 void gf_image_to_gray(gf_image *img)
 {
     const int c = img->channels;
     if (c < 3)
         return;
+    if (img->depth == 16) {
+        to_gray16(img);
+        img->channels = c == 4 ? 2 : 1;
+        return;
+    }
     const size_t n = (size_t)img->width * (size_t)img->height;
     unsigned char *p = img->pixels;
     for (size_t i = 0; i < n; i++) {  /* in place: each write lands at or before its read */
@@ -108,6 +131,45 @@ size_t gf_image_bytes(const gf_image *img)
 {
     return (size_t)img->width * (size_t)img->height * (size_t)img->channels *
            (size_t)gf_image_sample_bytes(img);
+}
+
+void gf_depth_16_to_8(const uint16_t *in, size_t samples, unsigned char *out)
+{
+    for (size_t i = 0; i < samples; i++)
+        out[i] = (unsigned char)((in[i] + 128u) / 257u);
+}
+
+int gf_image_convert_depth(gf_image *img, int depth)
+{
+    if (img->depth == depth || (depth != 8 && depth != 16))
+        return 0;
+    const size_t samples = (size_t)img->width * (size_t)img->height * (size_t)img->channels;
+    if (depth == 8) {  /* in place: sample i's byte lands before its read */
+        gf_depth_16_to_8((const uint16_t *)(void *)img->pixels, samples, img->pixels);
+        img->depth = 8;
+        return 0;
+    }
+    gf_image *wide = gf_image_new_depth(img->width, img->height, img->channels, 16);
+    if (!wide)
+        return -1;
+    uint16_t *out = (uint16_t *)(void *)wide->pixels;
+    for (size_t i = 0; i < samples; i++)
+        out[i] = (uint16_t)(img->pixels[i] * 257u);
+    free(img->pixels);
+    img->pixels = wide->pixels;
+    img->depth = 16;
+    free(wide);
+    return 0;
+}
+
+int gf_image_prepare(gf_image *img, int gray, int depth)
+{
+    /* the luma at the greater of the two depths */
+    if (depth == 16 && gf_image_convert_depth(img, 16) < 0)
+        return -1;
+    if (gray)
+        gf_image_to_gray(img);
+    return depth == 8 ? gf_image_convert_depth(img, 8) : 0;
 }
 
 /* ---- reading -------------------------------------------------------------- */
@@ -189,7 +251,18 @@ static int probe_pnm(const unsigned char *data, size_t size, const char *name,
     probe->width = header.width;
     probe->height = header.height;
     probe->channels = header.channels;
+    probe->depth = header.maxval > 255 ? 16 : 8;
     return 0;
+}
+
+/* 16 for a PNG whose IHDR (the first chunk, checked by gf_check_container)
+ * declares 16-bit samples: png_decode.c or stbi_load_16 decodes it so. */
+static int png_depth(const unsigned char *data, size_t size)
+{
+    return size >= 29 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+                   memcmp(data + 12, "IHDR", 4) == 0 && data[24] == 16 && data[25] != 3
+               ? 16
+               : 8;
 }
 
 /* The EXIF orientation the decode applies to a file (1 for all but a
@@ -210,6 +283,7 @@ int gf_image_probe_memory(const unsigned char *data, size_t size, const char *na
 {
     memset(probe, 0, sizeof *probe);
     probe->orientation = GF_ORIENTATION_STORED;
+    probe->depth = 8;
     if (size == 0) {
         gf_set_error("%s: empty file", name);
         return -1;
@@ -241,6 +315,7 @@ int gf_image_probe_memory(const unsigned char *data, size_t size, const char *na
     probe->width = width;
     probe->height = height;
     probe->channels = channels;
+    probe->depth = png_depth(data, size);
     return 0;
 }
 
@@ -267,17 +342,19 @@ static unsigned char *decode_pnm(const unsigned char *data, size_t size, const c
 /* A PNG through png_decode.c; NULL with *handled 0 leaves it to stb_image
  * (with *corrupt the message to give if stb_image refuses it too). */
 static unsigned char *decode_png(const unsigned char *data, size_t size, const char *name,
-                                 int *width, int *height, int *channels, int *handled,
-                                 const char **corrupt)
+                                 int *width, int *height, int *channels, int *depth,
+                                 int *handled, const char **corrupt)
 {
     unsigned char *pixels = NULL;
-    const int r = gf_png_decode(data, size, name, &pixels, width, height, channels, corrupt);
+    const int r = gf_png_decode(data, size, name, &pixels, width, height, channels, depth,
+                                corrupt);
     *handled = r != GF_PNG_NOT_HANDLED;
     return r == GF_PNG_DONE ? pixels : NULL;
 }
 
-/* The pixels of a probed file: pnm.c for a binary PNM, libjpeg-turbo for a
- * JPEG, png_decode.c for most PNGs, else stb_image. */
+/* The pixels of a probed file, at the probe's depth: pnm.c for a binary
+ * PNM, libjpeg-turbo for a JPEG, png_decode.c for most PNGs, else
+ * stb_image (stbi_load_16 for a 16-bit PNG: Adam7, for one). */
 static unsigned char *decode_pixels(const unsigned char *data, size_t size, const char *name,
                                     const gf_image_probe *probe, int *width, int *height,
                                     int *channels)
@@ -309,12 +386,20 @@ static unsigned char *decode_pixels(const unsigned char *data, size_t size, cons
     }
     const char *corrupt = NULL;
     if (size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
-        int handled;
-        pixels = decode_png(data, size, name, width, height, channels, &handled, &corrupt);
+        int handled, depth = 8;
+        pixels = decode_png(data, size, name, width, height, channels, &depth, &handled, &corrupt);
+        if (handled && pixels && depth != probe->depth) {  /* not reached: both read IHDR */
+            free(pixels);
+            gf_set_error("%s: corrupt PNG (the depth changed between reads)", name);
+            return NULL;
+        }
         if (handled)
             return pixels;
     }
-    pixels = stbi_load_from_memory(data, (int)size, width, height, channels, 0);
+    if (probe->depth == 16)
+        pixels = (unsigned char *)stbi_load_16_from_memory(data, (int)size, width, height, channels, 0);
+    else
+        pixels = stbi_load_from_memory(data, (int)size, width, height, channels, 0);
     if (!pixels && corrupt)
         gf_set_error("%s: corrupt PNG (%s)", name, corrupt);
     else if (!pixels)
@@ -335,7 +420,7 @@ gf_image *gf_image_decode_probed(const unsigned char *data, size_t size, const c
         gf_image_release_memory(reserved);
         return NULL;
     }
-    *img = (gf_image){width, height, channels, pixels, reserved, 8};
+    *img = (gf_image){width, height, channels, pixels, reserved, probe->depth};
     /* the turn's second buffer fits the budget's share for the decoder's own copy */
     if (gf_image_orient(img, probe->orientation) < 0) {
         gf_error_name_file(name);
@@ -350,7 +435,8 @@ gf_image *gf_image_load_memory(const unsigned char *data, size_t size, const cha
     gf_image_probe probe;
     if (gf_image_probe_memory(data, size, name, &probe) < 0)
         return NULL;
-    const size_t reserved = gf_image_memory_estimate(probe.width, probe.height, probe.channels);
+    const size_t reserved = gf_image_memory_estimate(probe.width, probe.height, probe.channels,
+                                                     probe.depth);
     if (gf_image_reserve_memory(name, reserved) < 0)
         return NULL;
     return gf_image_decode_probed(data, size, name, &probe, reserved);
@@ -417,25 +503,70 @@ static void append_bytes(void *context, void *data, int size)
         b->failed = 1;
 }
 
+static int encode_8bit(const gf_image *img, gf_format format, int quality, unsigned char **data,
+                      size_t *size);
+
+/* A 16-bit image to a format of 8 bits a sample: a copy rounded to 8 bits
+ * (round(v / 257)) is encoded. */
+static int encode_reduced(const gf_image *img, gf_format format, int quality,
+                          unsigned char **data, size_t *size)
+{
+    gf_image *narrow = gf_image_new(img->width, img->height, img->channels);
+    if (!narrow)
+        return -1;
+    gf_depth_16_to_8(gf_image_samples16(img),
+                     (size_t)img->width * (size_t)img->height * (size_t)img->channels,
+                     narrow->pixels);
+    const int status = encode_8bit(narrow, format, quality, data, size);
+    gf_image_free(narrow);
+    return status;
+}
+
 int gf_image_encode(const gf_image *img, gf_format format, int quality,
                     unsigned char **data, size_t *size)
+{
+    /* JPEG and TGA store each side in 16 bits; stb_image_write would cut it */
+    if ((format == GF_FORMAT_JPEG || format == GF_FORMAT_TGA) &&
+        (img->width > 65535 || img->height > 65535)) {
+        gf_set_error("cannot encode a %dx%d image as %s: it holds at most 65535 pixels a side",
+                     img->width, img->height, gf_format_name(format));
+        return -1;
+    }
+    if (format == GF_FORMAT_NONE) {
+        gf_set_error("no output format given");
+        return -1;
+    }
+    if (img->depth != 16)
+        return encode_8bit(img, format, quality, data, size);
+    if (format != GF_FORMAT_PNG)
+        return encode_reduced(img, format, quality, data, size);
+    if ((size_t)img->width * (size_t)img->channels > INT_MAX / 2) {
+        gf_set_error("image too wide for PNG encoding");
+        return -1;
+    }
+    switch (gf_png_encode(img->pixels, img->width, img->height, img->channels, 16,
+                          stbi_write_png_compression_level, data, size)) {
+    case GF_PNG_DONE: return 0;
+    case GF_PNG_FAILED: return -1;
+    default:
+        gf_set_error("cannot encode the image as png");  /* not reached: every shape is handled */
+        return -1;
+    }
+}
+
+static int encode_8bit(const gf_image *img, gf_format format, int quality, unsigned char **data,
+                      size_t *size)
 {
     byte_buffer b = {0};
     int ok = 0;
     const int w = img->width, h = img->height, c = img->channels;
-    /* JPEG and TGA store each side in 16 bits; stb_image_write would cut it */
-    if ((format == GF_FORMAT_JPEG || format == GF_FORMAT_TGA) && (w > 65535 || h > 65535)) {
-        gf_set_error("cannot encode a %dx%d image as %s: it holds at most 65535 pixels a side", w,
-                     h, gf_format_name(format));
-        return -1;
-    }
     switch (format) {
     case GF_FORMAT_PNG:
         if ((size_t)w * (size_t)c > INT_MAX) {
             gf_set_error("image too wide for PNG encoding");
             return -1;
         }
-        switch (gf_png_encode(img->pixels, w, h, c, stbi_write_png_compression_level, data, size)) {
+        switch (gf_png_encode(img->pixels, w, h, c, 8, stbi_write_png_compression_level, data, size)) {
         case GF_PNG_DONE: return 0;
         case GF_PNG_FAILED: return -1;
         default: break;

@@ -41,6 +41,13 @@ static inline const uint16_t *gf_image_samples16(const gf_image *img)
 /* RGB -> gray, RGBA -> gray+alpha, in place, with the luma of the tone
  * operations (OpenCV's fixed-point BT.601); gray images stay as they are. */
 void gf_image_to_gray(gf_image *img);
+/* To depth 8 or 16 (in place; 0, or -1 with the error set): down
+ * round(v / 257), as (v + 128) / 257 (no ties exist); up v * 257. */
+int gf_image_convert_depth(gf_image *img, int depth);
+void gf_depth_16_to_8(const uint16_t *in, size_t samples, unsigned char *out);
+/* What a run does to each decoded image before its operations: --gray
+ * (gray), --depth (depth 8 or 16; 0 keeps the image's). */
+int gf_image_prepare(gf_image *img, int gray, int depth);
 
 /* Images with more pixels than this are refused before they are decoded. */
 #define GF_DEFAULT_MAX_PIXELS ((size_t)1 << 30)  /* 1 Gpx: 4 GiB as RGBA */
@@ -52,7 +59,8 @@ void gf_image_set_max_pixels(size_t max_pixels);
 void gf_image_set_autorotate(int on);
 
 /* Decode a file, or standard input when path is "-": every format stb_image
- * reads, and binary PNM; 16-bit samples are reduced to 8 bits, and a JPEG
+ * reads, and binary PNM; a 16-bit PNG and a PNM of maxval over 255 give a
+ * 16-bit image, other 16-bit samples are reduced to 8 bits, and a JPEG
  * is turned by its EXIF orientation. The file's container and declared
  * size are checked, and its memory reserved from the budget, before any
  * pixel memory is allocated. */
@@ -101,7 +109,10 @@ void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
  * budget, and refuses an image larger than the whole budget. */
 size_t gf_default_memory_budget(void);
 void gf_image_set_memory_budget(size_t bytes);
-size_t gf_image_memory_estimate(int width, int height, int channels);
+size_t gf_image_memory_estimate(int width, int height, int channels, int depth);
+/* --depth 16: every estimate counts 2 bytes a sample, as the image will
+ * hold once widened (one setting for the run, before any decode). */
+void gf_image_set_budget_depth(int depth);
 int gf_image_reserve_memory(const char *name, size_t bytes);
 void gf_image_release_memory(size_t bytes);
 

@@ -50,15 +50,23 @@ void gf_image_set_memory_budget(size_t bytes)
     pthread_mutex_unlock(&budget_lock);
 }
 
-size_t gf_image_memory_estimate(int width, int height, int channels)
+static int budget_depth = 8;
+
+void gf_image_set_budget_depth(int depth)
+{
+    budget_depth = depth == 16 ? 16 : 8;
+}
+
+size_t gf_image_memory_estimate(int width, int height, int channels, int depth)
 {
     /* the decoded image, the decoder's own copy of it (inflated rows,
      * progressive JPEG coefficients, a GIF canvas, HDR floats) and the
-     * filter's output and the encoded file: 3 bytes a sample and 6 a pixel
-     * bound each format stb_image and libjpeg-turbo decode */
+     * filter's output and the encoded file: 3 sizes of a sample and 6 bytes
+     * a pixel bound each format stb_image and libjpeg-turbo decode */
+    const size_t sample = depth == 16 || budget_depth == 16 ? 2 : 1;
     size_t pixels, bytes;
     if (gf_mul_size((size_t)width, (size_t)height, &pixels) < 0 ||
-        gf_mul_size(pixels, 3 * (size_t)channels + 6, &bytes) < 0)
+        gf_mul_size(pixels, 3 * sample * (size_t)channels + 6, &bytes) < 0)
         return SIZE_MAX;
     return bytes;
 }
@@ -215,7 +223,8 @@ gf_image *gf_image_decode_limited(unsigned char *data, size_t size, const char *
     job->size = size;
     job->name = name_copy;
     job->probe = *probe;
-    job->reserved = gf_image_memory_estimate(probe->width, probe->height, probe->channels);
+    job->reserved = gf_image_memory_estimate(probe->width, probe->height, probe->channels,
+                                             probe->depth);
     if (gf_image_reserve_memory(name, job->reserved) < 0) {
         job->reserved = 0;
         free_job(job);

@@ -70,11 +70,19 @@ static int verify_result(const gf_job *j, gf_image *reference, const gf_image *r
         return -1;
     }
     cpu->destroy(cpu);
-    const size_t n = gf_image_bytes(result);
+    if (reference->depth != result->depth || gf_image_bytes(reference) != gf_image_bytes(result)) {
+        gf_set_error("%s: the %s result and the reference differ in shape; nothing written",
+                     j->input, route);
+        return -1;
+    }
+    const size_t n = gf_image_bytes(result) / (size_t)gf_image_sample_bytes(result);
+    const int wide = result->depth == 16;
     size_t differ = 0, worst_at = 0;
     int worst = 0;
     for (size_t i = 0; i < n; i++) {
-        const int d = abs((int)result->pixels[i] - (int)reference->pixels[i]);
+        const int d = wide ? abs((int)gf_image_samples16(result)[i] -
+                                 (int)gf_image_samples16(reference)[i])
+                           : abs((int)result->pixels[i] - (int)reference->pixels[i]);
         differ += d != 0;
         if (d > worst) {
             worst = d;
@@ -96,7 +104,7 @@ static int verify_result(const gf_job *j, gf_image *reference, const gf_image *r
 
 static gf_image *copy_of(const gf_image *img)
 {
-    gf_image *copy = gf_image_new(img->width, img->height, img->channels);
+    gf_image *copy = gf_image_new_depth(img->width, img->height, img->channels, img->depth);
     if (copy)
         memcpy(copy->pixels, img->pixels, gf_image_bytes(img));
     return copy;
@@ -131,8 +139,12 @@ static int run_on_gpu_codecs(const gf_job *j)
 static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, double decode_ms)
 {
     int status = GF_EXIT_FILE;
-    if (j->gray)
-        gf_image_to_gray(img);
+    if (gf_image_prepare(img, j->gray, j->depth) < 0) {
+        gf_error_name_file(j->input);
+        fprintf(stderr, "%s\n", gf_error());
+        gf_image_free(img);
+        return GF_EXIT_FILE;
+    }
     gf_image *reference = j->verify ? copy_of(img) : NULL;
     double t2 = gf_now_ms();
     gf_pipeline_times times = {0};
@@ -163,9 +175,9 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
     if (status != EXIT_SUCCESS)
         fprintf(stderr, "%s\n", gf_error());
     else if (j->verbose)
-        fprintf(stderr, "gpufilter: %s %dx%dx%d on %s: decode %.1f ms, upload %.1f ms, filter %.1f ms, "
+        fprintf(stderr, "gpufilter: %s %dx%dx%d%s on %s: decode %.1f ms, upload %.1f ms, filter %.1f ms, "
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
-                img->channels, backend->name, decode_ms, times.upload_ms, times.filter_ms,
+                img->channels, img->depth == 16 ? " 16-bit" : "", backend->name, decode_ms, times.upload_ms, times.filter_ms,
                 times.download_ms, gf_now_ms() - t2);
     gf_image_free(reference);
     gf_image_free(img);
@@ -316,11 +328,11 @@ static int run_batch(const gf_job *j)
         fprintf(stderr, "gpufilter: %zu files on %d worker threads, %d CUDA device%s\n",
                 batch.count, workers, device_count, device_count == 1 ? "" : "s");
     size_t failed = gf_batch_run(j, &batch, workers, backend, devices, device_count);
-    if (failed)
+    if (failed && failed != GF_BATCH_USAGE)
         fprintf(stderr, "gpufilter: %zu of %zu files failed\n", failed, batch.count);
     backend->destroy(backend);
     gf_batch_free(&batch);
-    return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
+    return failed == GF_BATCH_USAGE ? GF_EXIT_USAGE : failed ? GF_EXIT_FILE : EXIT_SUCCESS;
 }
 
 static void on_signal(int sig)

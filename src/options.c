@@ -45,6 +45,7 @@ enum {
     OPT_OUTPUT,
     OPT_FORCE,
     OPT_GRAY,
+    OPT_DEPTH,
     OPT_VERIFY,
     OPT_SUMMARY,
     OPT_CODEC,
@@ -93,6 +94,12 @@ static void usage(FILE *out)
 "                         255, over all colour channels\n"
 "      --gray             convert colour to luminance (BT.601, as --equalize)\n"
 "                         right after decoding: RGB -> gray, RGBA -> gray+alpha\n"
+"      --depth 8|16       bits a sample, set right after decoding: 8 rounds\n"
+"                         16-bit samples to round(v / 257), 16 takes 8-bit ones\n"
+"                         to v * 257 (default: the input's; 16-bit PNG and PNM\n"
+"                         of maxval over 255 are read at 16). PNG is written at\n"
+"                         the image's depth; JPEG, BMP and TGA hold 8 bits and\n"
+"                         get 16-bit images rounded as --depth 8 does\n"
 "      --stats[=FORMAT]   print statistics of the result: table (default) or\n"
 "                         json (a document a file); on stderr when OUTPUT is\n"
 "                         '-'. Every argument is an INPUT: an image is written\n"
@@ -448,6 +455,11 @@ static int parse_operation_option(int c, const char *arg, gf_job *j)
     case OPT_GRAY:
         j->gray = 1;
         break;
+    case OPT_DEPTH:
+        if (strcmp(arg, "8") != 0 && strcmp(arg, "16") != 0)
+            return usage_error("--depth '%s' is not 8 or 16", arg);
+        j->depth = atoi(arg);
+        break;
     case OPT_NO_AUTOROTATE:
         j->autorotate = 0;
         break;
@@ -713,6 +725,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"output", required_argument, NULL, OPT_OUTPUT},
         {"force", no_argument, NULL, OPT_FORCE},
         {"gray", no_argument, NULL, OPT_GRAY},
+        {"depth", required_argument, NULL, OPT_DEPTH},
         {"no-autorotate", no_argument, NULL, OPT_NO_AUTOROTATE},
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"summary", no_argument, NULL, OPT_SUMMARY},
@@ -758,6 +771,7 @@ int gf_job_prepare(gf_job *j)
     if (j->max_pixels)
         gf_image_set_max_pixels(j->max_pixels);
     gf_image_set_autorotate(j->autorotate);
+    gf_image_set_budget_depth(j->depth);
     if (gf_pipeline_load_masks(&j->pipeline) < 0) {
         fprintf(stderr, "%s\n", gf_error());
         return GF_EXIT_USAGE;

@@ -34,6 +34,7 @@ typedef struct {
     int output_named;            /* output given with --output */
     int force;                   /* a positional OUTPUT may replace any image */
     int gray;                    /* --gray: colour to luminance after decoding */
+    int depth;                   /* --depth: 8 or 16 after decoding; 0 keeps the input's */
     int autorotate;              /* JPEGs turned by their EXIF orientation (--no-autorotate: 0) */
     int verify;                  /* --verify: compare with the reference backend */
     int summary;                 /* --summary: a batch's statistics over all files */

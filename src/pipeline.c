@@ -109,6 +109,13 @@ int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int chan
 int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
                     gf_channel_stats *stats, int download, gf_pipeline_times *times)
 {
+    if (pipeline->count == 0 && !stats) {
+        /* nothing to compute: the image stays as decoded, at any depth,
+         * never copied to the backend and back */
+        if (times)
+            *times = (gf_pipeline_times){0, 0, 0};
+        return 0;
+    }
     double t0 = gf_now_ms();
     if (backend->upload(backend, img) < 0)
         return -1;

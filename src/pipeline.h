@@ -51,7 +51,8 @@ int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int chan
 
 /* Upload img, run every operation in order; then measure the result into
  * stats (one entry per channel) unless stats is NULL, and download it into
- * img unless download is 0. Returns 0, -1 when the backend failed, -2 on a
+ * img unless download is 0. With no operation and no stats, img is left
+ * as it is and the backend is not used. Returns 0, -1 when the backend failed, -2 on a
  * usage error (see backend.h). */
 int gf_pipeline_run(const gf_pipeline *pipeline, gf_backend *backend, gf_image *img,
                     gf_channel_stats *stats, int download, gf_pipeline_times *times);

@@ -1,6 +1,6 @@
 /* png_decode.c - PNG on libdeflate: one inflate of all IDAT data, then
- * unfilter and expand to stb_image's 8-bit result. See png_codec.h for
- * what is left to stb_image. */
+ * unfilter and expand to stb_image's result (8 bits, or 16 for a 16-bit
+ * file). See png_codec.h for what is left to stb_image. */
 #include "png_codec.h"
 
 #include <stdint.h>
@@ -12,10 +12,11 @@
 #ifndef GF_HAVE_LIBDEFLATE
 
 int gf_png_decode(const unsigned char *data, size_t size, const char *name,
-                  unsigned char **pixels, int *width, int *height, int *channels,
+                  unsigned char **pixels, int *width, int *height, int *channels, int *depth,
                   const char **corrupt)
 {
     (void)data, (void)size, (void)name, (void)pixels, (void)width, (void)height, (void)channels;
+    (void)depth;
     *corrupt = NULL;
     return GF_PNG_NOT_HANDLED;
 }
@@ -241,13 +242,40 @@ static inline unsigned low_depth_sample(const unsigned char *row, uint32_t x, in
     return ((row[bit >> 3] >> shift) & ((1u << depth) - 1)) * scale & 255;
 }
 
-/* One unfiltered row to stb's 8-bit output; 0, or NOT_HANDLED for a
- * palette index past the defined entries (stb reads uninitialised memory). */
+/* A 16-bit row (big-endian samples) to host-order samples; with a tRNS
+ * key, alpha 0 where every sample matches it, else 65535 (stbi_load_16). */
+static void expand_row16(const png_state *s, const unsigned char *row, unsigned char *out)
+{
+    uint16_t *o = (uint16_t *)(void *)out;
+    const size_t w = s->width;
+    const int n = s->samples;
+    if (!s->has_trans) {
+        for (size_t i = 0; i < w * (size_t)n; i++)
+            o[i] = (uint16_t)gf_be16(row + 2 * i);
+        return;
+    }
+    for (size_t x = 0; x < w; x++, o += n + 1) {
+        int match = 1;
+        for (int k = 0; k < n; k++) {
+            o[k] = (uint16_t)gf_be16(row + 2 * (x * (size_t)n + (size_t)k));
+            match &= o[k] == s->trans16[k];
+        }
+        o[n] = match ? 0 : 65535;
+    }
+}
+
+/* One unfiltered row to stb's output (8 bits, or 16 for a 16-bit file); 0,
+ * or NOT_HANDLED for a palette index past the defined entries (stb reads
+ * uninitialised memory). */
 static int expand_row(const png_state *s, const unsigned char *row, unsigned char *out)
 {
     static const unsigned depth_scale[9] = {0, 0xff, 0x55, 0, 0x11, 0, 0, 0, 1};
     const uint32_t w = s->width;
     const int n = s->samples, d = s->depth;
+    if (d == 16) {
+        expand_row16(s, row, out);
+        return GF_PNG_DONE;
+    }
     if (s->color == 3) {
         const int out_n = s->palette_alpha ? 4 : 3;
         for (uint32_t x = 0; x < w; x++) {
@@ -261,9 +289,6 @@ static int expand_row(const png_state *s, const unsigned char *row, unsigned cha
     if (!s->has_trans) {
         if (d == 8)
             memcpy(out, row, (size_t)w * (size_t)n);
-        else if (d == 16)
-            for (size_t i = 0; i < (size_t)w * (size_t)n; i++)
-                out[i] = row[2 * i];  /* stb: v >> 8 */
         else
             for (uint32_t x = 0; x < w; x++)
                 out[x] = (unsigned char)low_depth_sample(row, x, d, depth_scale[d]);
@@ -275,13 +300,8 @@ static int expand_row(const png_state *s, const unsigned char *row, unsigned cha
         int match = 1;
         for (int k = 0; k < n; k++) {
             const size_t i = (size_t)x * (size_t)n + (size_t)k;
-            if (d == 16) {
-                o[k] = row[2 * i];
-                match &= gf_be16(row + 2 * i) == s->trans16[k];
-            } else {
-                o[k] = d == 8 ? row[i] : (unsigned char)low_depth_sample(row, x, d, depth_scale[d]);
-                match &= o[k] == s->trans8[k];
-            }
+            o[k] = d == 8 ? row[i] : (unsigned char)low_depth_sample(row, x, d, depth_scale[d]);
+            match &= o[k] == s->trans8[k];
         }
         o[n] = match ? 0 : 255;
     }
@@ -430,12 +450,13 @@ static int inflate_idat(const png_state *s, unsigned char *raw, size_t raw_len,
     return GF_PNG_NOT_HANDLED;
 }
 
-static int decode_image(png_state *s, unsigned char **pixels, int *channels, const char **corrupt)
+static int decode_image(png_state *s, unsigned char **pixels, int *channels, int *depth,
+                        const char **corrupt)
 {
     const size_t row_bytes = ((size_t)s->samples * s->width * (size_t)s->depth + 7) / 8;
     const size_t raw_len = (row_bytes + 1) * s->height;
     const int out_n = s->color == 3 ? (s->palette_alpha ? 4 : 3) : s->samples + s->has_trans;
-    const size_t out_row = (size_t)s->width * (size_t)out_n;
+    const size_t out_row = (size_t)s->width * (size_t)out_n * (s->depth == 16 ? 2 : 1);
     if (s->idat_size == 0)
         return corrupt_png(s, "no IDAT data");
     unsigned char *raw = gf_malloc_large(raw_len);
@@ -454,11 +475,12 @@ static int decode_image(png_state *s, unsigned char **pixels, int *channels, con
     }
     *pixels = out;
     *channels = out_n;
+    *depth = s->depth == 16 ? 16 : 8;
     return GF_PNG_DONE;
 }
 
 int gf_png_decode(const unsigned char *data, size_t size, const char *name,
-                  unsigned char **pixels, int *width, int *height, int *channels,
+                  unsigned char **pixels, int *width, int *height, int *channels, int *depth,
                   const char **corrupt)
 {
     *corrupt = NULL;
@@ -476,7 +498,7 @@ int gf_png_decode(const unsigned char *data, size_t size, const char *name,
     if (!s->idat)
         gf_set_error("%s: out of memory", name);
     if (r == GF_PNG_DONE)
-        r = decode_image(s, pixels, channels, corrupt);
+        r = decode_image(s, pixels, channels, depth, corrupt);
     if (r == GF_PNG_DONE) {
         *width = (int)s->width;
         *height = (int)s->height;

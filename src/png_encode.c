@@ -1,31 +1,21 @@
 /* png_encode.c - PNG on libdeflate: the rows filtered as stb_image_write
  * filters them and deflated in bands on threads (zlib_bands.h), joined
- * into one zlib stream. */
+ * into one zlib stream. A 16-bit image is filtered as its big-endian
+ * bytes, each pixel 2 * channels bytes wide; without libdeflate it is
+ * deflated in one piece by stb_image_write's compressor. */
 #include "png_codec.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-
-#ifndef GF_HAVE_LIBDEFLATE
-
-int gf_png_encode(const unsigned char *pixels, int width, int height, int channels, int level,
-                  unsigned char **out, size_t *out_size)
-{
-    (void)pixels, (void)width, (void)height, (void)channels, (void)level, (void)out, (void)out_size;
-    return GF_PNG_NOT_HANDLED;
-}
-
-#else
-
-#include <libdeflate.h>
-
 #include "bytes.h"
+#include "image.h"
+#include "util.h"
 #include "zlib_bands.h"
 
-/* ==== encode ================================================================= */
+/* ==== filters ================================================================ */
 
 /* One row filtered with type f into out (the first bpp bytes see zeros on
  * their left); returns stb_image_write's estimate, the sum of the bytes'
@@ -101,13 +91,97 @@ static int filter_rows(const gf_band_rows *r, unsigned char *out)
     return 0;
 }
 
+/* The samples of a 16-bit image as the file stores them: big-endian. */
+static unsigned char *big_endian_copy(const unsigned char *pixels, size_t samples)
+{
+    unsigned char *be = gf_malloc_large(samples * 2);
+    if (!be) {
+        gf_set_error("out of memory for the PNG data");
+        return NULL;
+    }
+    const uint16_t *in = (const uint16_t *)(const void *)pixels;
+    for (size_t i = 0; i < samples; i++) {
+        be[2 * i] = (unsigned char)(in[i] >> 8);
+        be[2 * i + 1] = (unsigned char)in[i];
+    }
+    return be;
+}
+
+static void make_ihdr(unsigned char ihdr[13], int width, int height, int channels, int depth)
+{
+    static const unsigned char color_type[5] = {0, 0, 4, 2, 6};
+    memset(ihdr, 0, 13);
+    gf_put_be32(ihdr, (uint32_t)width);
+    gf_put_be32(ihdr + 4, (uint32_t)height);
+    ihdr[8] = (unsigned char)depth;
+    ihdr[9] = color_type[channels];
+}
+
+#ifndef GF_HAVE_LIBDEFLATE
+
+static unsigned char *put_chunk(unsigned char *o, const char *type, const unsigned char *data,
+                                size_t length)
+{
+    gf_put_be32(o, (uint32_t)length);
+    memcpy(o + 4, type, 4);
+    if (length)
+        memcpy(o + 8, data, length);
+    gf_put_be32(o + 8 + length, gf_png_crc32(o + 4, 4 + length));
+    return o + 12 + length;
+}
+
+/* 8-bit images are stb_image_write's; a 16-bit one is filtered here and
+ * deflated whole, in one IDAT chunk, as stb_image_write does. */
+int gf_png_encode(const unsigned char *pixels, int width, int height, int channels, int depth,
+                  int level, unsigned char **out, size_t *out_size)
+{
+    if (depth != 16 || width < 1 || height < 1 || channels < 1 || channels > 4)
+        return GF_PNG_NOT_HANDLED;
+    const size_t n = (size_t)width * (size_t)channels * 2, size = (n + 1) * (size_t)height;
+    if (size > INT_MAX) {
+        gf_set_error("image too large for PNG encoding without libdeflate");
+        return GF_PNG_FAILED;
+    }
+    unsigned char *be = big_endian_copy(pixels, (size_t)width * (size_t)height * (size_t)channels);
+    unsigned char *filtered = be ? gf_malloc_large(size) : NULL;
+    const gf_band_rows rows = {be, width, channels * 2, 0, (uint32_t)height};
+    unsigned char *z = NULL;
+    int z_size = 0;
+    if (filtered && filter_rows(&rows, filtered) == 0)
+        z = gf_png_zlib_compress(filtered, (int)size, &z_size, level);
+    free(be);
+    free(filtered);
+    unsigned char *png = z ? malloc(8 + 25 + 12 + (size_t)z_size + 12) : NULL;
+    if (!png) {
+        free(z);
+        gf_set_error("out of memory for the PNG data");
+        return GF_PNG_FAILED;
+    }
+    unsigned char ihdr[13];
+    make_ihdr(ihdr, width, height, channels, 16);
+    memcpy(png, "\x89PNG\r\n\x1a\n", 8);
+    unsigned char *at = put_chunk(png + 8, "IHDR", ihdr, 13);
+    at = put_chunk(at, "IDAT", z, (size_t)z_size);
+    at = put_chunk(at, "IEND", NULL, 0);
+    free(z);
+    *out = png;
+    *out_size = (size_t)(at - png);
+    return GF_PNG_DONE;
+}
+
+#else
+
+#include <libdeflate.h>
+
+/* ==== encode ================================================================= */
+
 /* The PNG around a zlib stream that arrives in pieces (a gf_zlib_sink):
  * signature, IHDR, the stream in IDAT chunks of at most 1 MiB (each CRC
  * computed as its bytes arrive), IEND, in one buffer of the final size. */
 #define MAX_IDAT ((size_t)1 << 20)
 
 typedef struct {
-    int width, height, channels;
+    int width, height, channels, depth;
     unsigned char *png, *at;      /* the file; where the next byte goes */
     unsigned char *chunk;         /* the open IDAT chunk's length field */
     size_t chunk_left;            /* bytes the open chunk still takes */
@@ -128,7 +202,6 @@ static unsigned char *put_chunk(unsigned char *o, const char *type, const unsign
 
 static int container_begin(void *ctx, size_t z_size)
 {
-    static const unsigned char color_type[5] = {0, 0, 4, 2, 6};
     container *c = ctx;
     const size_t chunks = (z_size + MAX_IDAT - 1) / MAX_IDAT;
     c->png = gf_malloc_large(8 + 25 + chunks * 12 + z_size + 12);
@@ -136,11 +209,8 @@ static int container_begin(void *ctx, size_t z_size)
         gf_set_error("out of memory for the PNG file");
         return -1;
     }
-    unsigned char ihdr[13] = {0};
-    gf_put_be32(ihdr, (uint32_t)c->width);
-    gf_put_be32(ihdr + 4, (uint32_t)c->height);
-    ihdr[8] = 8;
-    ihdr[9] = color_type[c->channels];
+    unsigned char ihdr[13];
+    make_ihdr(ihdr, c->width, c->height, c->channels, c->depth);
     memcpy(c->png, "\x89PNG\r\n\x1a\n", 8);
     c->at = put_chunk(c->png + 8, "IHDR", ihdr, 13);
     c->stream_left = z_size;
@@ -188,12 +258,18 @@ static int encode_threads(void)
     return n > 64 ? 64 : n;
 }
 
-int gf_png_encode(const unsigned char *pixels, int width, int height, int channels, int level,
-                  unsigned char **out, size_t *out_size)
+int gf_png_encode(const unsigned char *pixels, int width, int height, int channels, int depth,
+                  int level, unsigned char **out, size_t *out_size)
 {
     if (width < 1 || height < 1 || channels < 1 || channels > 4)
         return GF_PNG_NOT_HANDLED;
-    const size_t row = (size_t)width * (size_t)channels + 1;
+    /* 16 bits: the big-endian bytes, filtered as 8-bit pixels of 2 * channels */
+    unsigned char *be = NULL;
+    if (depth == 16 && !(pixels = be = big_endian_copy(pixels, (size_t)width * (size_t)height *
+                                                                   (size_t)channels)))
+        return GF_PNG_FAILED;
+    const int row_channels = depth == 16 ? 2 * channels : channels;
+    const size_t row = (size_t)width * (size_t)row_channels + 1;
     const size_t rows_per_band = (BAND_BYTES + row - 1) / row;
     const size_t count = ((size_t)height + rows_per_band - 1) / rows_per_band;
     unsigned char *filtered = gf_malloc_large(row * (size_t)height);
@@ -207,9 +283,10 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
         const size_t y0 = i * rows_per_band;
         const size_t rows = i + 1 == count ? (size_t)height - y0 : rows_per_band;
         bands[i] = (gf_zlib_band){.data = filtered + y0 * row, .size = rows * row, .last = i + 1 == count,
-                          .rows = {pixels, width, channels, (uint32_t)y0, (uint32_t)rows}};
+                          .rows = {pixels, width, row_channels, (uint32_t)y0, (uint32_t)rows}};
     }
-    container c = {.width = width, .height = height, .channels = channels};
+    container c = {.width = width, .height = height, .channels = channels,
+                   .depth = depth == 16 ? 16 : 8};
     const gf_zlib_sink sink = {container_begin, container_put, &c};
     if (gf_deflate_bands(bands, count, level, encode_threads(), filter_rows, &sink) == 0) {
         c.at = put_chunk(c.at, "IEND", NULL, 0);
@@ -220,6 +297,7 @@ int gf_png_encode(const unsigned char *pixels, int width, int height, int channe
         free(c.png);
     }
 done:
+    free(be);
     free(filtered);
     free(bands);
     return r == 0 ? GF_PNG_DONE : GF_PNG_FAILED;

@@ -1,6 +1,7 @@
 /* pnm.c - binary PGM and PPM (netpbm's P5 and P6). stb_image 2.27 keeps
  * the low byte of 16-bit samples, does not scale by maxval, and reads past
- * the end of a short file; this decoder replaces it for PNM. */
+ * the end of a short file; this decoder replaces it for PNM. A maxval up
+ * to 255 gives 8-bit samples, a larger one 16-bit samples. */
 #include "pnm.h"
 
 #include <stdint.h>
@@ -116,28 +117,38 @@ int gf_pnm_check_data(size_t size, const gf_pnm_header *header, const char *name
     return 0;
 }
 
-/* Every sample through a table of maxval + 1 entries: round(v * 255 / maxval),
- * in integers. 1, or 0 when a sample is over maxval, -1 without memory. */
+/* Every 1-byte sample through a table of maxval + 1 entries:
+ * round(v * 255 / maxval), in integers. 1, or 0 when a sample is over maxval. */
 static int scale_samples(const unsigned char *in, size_t samples, unsigned maxval,
                          unsigned char *out)
 {
-    unsigned char *table = malloc((size_t)maxval + 1);
-    if (!table)
-        return -1;
+    unsigned char table[256];
     for (uint32_t v = 0; v <= maxval; v++)
         table[v] = (unsigned char)((v * 255 + maxval / 2) / maxval);
     int ok = 1;
-    if (maxval > 255) {
-        for (size_t i = 0; i < samples && ok; i++) {
-            const unsigned v = gf_be16(in + 2 * i);
-            ok = v <= maxval;
-            out[i] = ok ? table[v] : 0;
-        }
-    } else {
-        for (size_t i = 0; i < samples && ok; i++) {
-            ok = in[i] <= maxval;
-            out[i] = ok ? table[in[i]] : 0;
-        }
+    for (size_t i = 0; i < samples && ok; i++) {
+        ok = in[i] <= maxval;
+        out[i] = ok ? table[in[i]] : 0;
+    }
+    return ok;
+}
+
+/* Every 2-byte (big-endian) sample to round(v * 65535 / maxval) in the
+ * host's order, in integers (65535: unchanged). 1, or 0 when a sample is
+ * over maxval, -1 without memory. */
+static int scale_samples16(const unsigned char *in, size_t samples, unsigned maxval,
+                           uint16_t *out)
+{
+    uint16_t *table = malloc(((size_t)maxval + 1) * sizeof *table);
+    if (!table)
+        return -1;
+    for (uint32_t v = 0; v <= maxval; v++)
+        table[v] = (uint16_t)(((uint64_t)v * 65535 + maxval / 2) / maxval);
+    int ok = 1;
+    for (size_t i = 0; i < samples && ok; i++) {
+        const unsigned v = gf_be16(in + 2 * i);
+        ok = v <= maxval;
+        out[i] = ok ? table[v] : 0;
     }
     free(table);
     return ok;
@@ -149,7 +160,8 @@ unsigned char *gf_pnm_decode(const unsigned char *data, size_t size, const gf_pn
     if (gf_pnm_check_data(size, header, name) < 0)
         return NULL;
     const size_t samples = sample_count(header);
-    unsigned char *pixels = malloc(samples);
+    const int wide = header->maxval > 255;
+    unsigned char *pixels = malloc(samples * (wide ? 2 : 1));  /* gf_pnm_check_data: no overflow */
     if (!pixels) {
         gf_set_error("%s: out of memory for a %dx%d image", name, header->width, header->height);
         return NULL;
@@ -159,7 +171,8 @@ unsigned char *gf_pnm_decode(const unsigned char *data, size_t size, const gf_pn
         memcpy(pixels, in, samples);
         return pixels;
     }
-    const int scaled = scale_samples(in, samples, header->maxval, pixels);
+    const int scaled = wide ? scale_samples16(in, samples, header->maxval, (uint16_t *)(void *)pixels)
+                            : scale_samples(in, samples, header->maxval, pixels);
     if (scaled <= 0) {
         free(pixels);
         if (scaled < 0)

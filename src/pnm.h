@@ -1,5 +1,6 @@
 /* pnm.h - binary PGM (P5) and PPM (P6) decoding: the header netpbm
- * defines, samples of 1 or 2 bytes scaled to 8 bits by their maxval. */
+ * defines, samples of 1 or 2 bytes scaled by their maxval to 8 bits
+ * (maxval up to 255) or 16 bits (above). */
 #ifndef GF_PNM_H
 #define GF_PNM_H
 
@@ -25,10 +26,11 @@ int gf_pnm_read_header(const unsigned char *data, size_t size, const char *name,
  * are allowed); -1 with the error set otherwise. */
 int gf_pnm_check_data(size_t size, const gf_pnm_header *header, const char *name);
 
-/* The samples, each scaled to round(v * 255 / maxval): a malloc'd buffer of
- * width * height * channels bytes, or NULL with the error set (a sample over
- * maxval, a file cut short, no memory). Check the size against the pixel
- * limit before calling it. */
+/* The samples, each scaled to round(v * 255 / maxval) for a maxval up to
+ * 255, else to round(v * 65535 / maxval) as uint16_t in the host's order: a
+ * malloc'd buffer of width * height * channels samples, or NULL with the
+ * error set (a sample over maxval, a file cut short, no memory). Check the
+ * size against the pixel limit before calling it. */
 unsigned char *gf_pnm_decode(const unsigned char *data, size_t size, const gf_pnm_header *header,
                              const char *name);
 

@@ -45,11 +45,17 @@ static unsigned char *gf_png_deflate(unsigned char *data, int size, int *out_siz
 #include <stb_image_write.h>
 
 #include "image.h"
+#include "png_codec.h"
 
 /* PNG's chunk CRC, stb_image_write's own (for the mark of image_mark.c) */
 uint32_t gf_png_crc32(const unsigned char *data, size_t size)
 {
     return stbiw__crc32((unsigned char *)data, (int)size);
+}
+
+unsigned char *gf_png_zlib_compress(unsigned char *data, int size, int *out_size, int level)
+{
+    return stbi_zlib_compress(data, size, out_size, level);
 }
 
 const char *gf_png_deflater(void)

@@ -46,7 +46,9 @@ static int is_jpeg(const unsigned char *data, size_t size)
 int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_probe *probe,
                      const unsigned char *data, size_t size)
 {
+    /* 8-bit rows only: --depth 16 filters the whole image at 16 bits */
     if (!job->output || job->format != GF_FORMAT_JPEG || job->stats || job->verify ||
+        job->depth == 16 || probe->depth == 16 ||
         (backend != GF_BACKEND_CPU && backend != GF_BACKEND_REFERENCE) ||
         job->pipeline.border == GF_BORDER_WRAP || !is_jpeg(data, size) ||
         probe->orientation > GF_ORIENTATION_STORED || !gf_jpeg_rows_available())

@@ -28,8 +28,8 @@
  * JPEG, on the cpu or reference backend, convolutions only (equalize,
  * normalize and --stats need the whole image first, --verify a whole
  * copy), no wrap border (it reaches the far edge), not turned by its EXIF
- * orientation (decoded whole and turned on the host instead), over the
- * threshold. */
+ * orientation (decoded whole and turned on the host instead), not
+ * --depth 16, over the threshold. */
 int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_probe *probe,
                      const unsigned char *data, size_t size);
 

@@ -5,16 +5,19 @@
 #include <math.h>
 #include <string.h>
 
+#include "util.h"
+
 void gf_stats_summarize(const gf_channel_stats *s, gf_channel_summary *out)
 {
+    const int bins = gf_stats_bins(s);
     unsigned long long n = 0;
-    for (int v = 0; v < GF_BINS; v++)
+    for (int v = 0; v < bins; v++)
         n += s->histogram[v];
     out->min = s->min;
     out->max = s->max;
     out->median = 0;
     unsigned long long below = 0;
-    for (int v = 0; v < GF_BINS; v++) {
+    for (int v = 0; v < bins; v++) {
         below += s->histogram[v];
         if (2 * below >= n) {
             out->median = v;
@@ -60,7 +63,7 @@ static void print_json_channel(FILE *out, const char *name, const gf_channel_sta
     fprintf(out, "%s\n  {\"name\": \"%s\", \"min\": %d, \"max\": %d, \"mean\": %.17g, "
                  "\"std\": %.17g, \"median\": %d, \"histogram\": [",
             first ? "" : ",", name, s.min, s.max, s.mean, s.std, s.median);
-    for (int v = 0; v < GF_BINS; v++)
+    for (int v = 0; v < gf_stats_bins(stats); v++)
         fprintf(out, "%s%llu", v ? ", " : "", stats->histogram[v]);
     fprintf(out, "]}");
 }
@@ -83,7 +86,10 @@ static void print_json(FILE *out, const char *file, int width, int height, int c
 {
     fprintf(out, "{\"file\": ");
     print_json_string(out, file);
-    fprintf(out, ", \"width\": %d, \"height\": %d, \"channels\": [", width, height);
+    fprintf(out, ", \"width\": %d, \"height\": %d, ", width, height);
+    if (channels > 0 && per_channel[0].depth == 16)  /* 8-bit reports keep their keys */
+        fprintf(out, "\"depth\": 16, ");
+    fprintf(out, "\"channels\": [");
     for (int c = 0; c < channels; c++)
         print_json_channel(out, gf_channel_name(channels, c), &per_channel[c], c == 0);
     fprintf(out, "\n]}\n");
@@ -123,6 +129,13 @@ static int summary_slot(const char *name)
 void gf_stats_summary_add(gf_stats_summary *summary, int width, int height, int channels,
                           const gf_channel_stats *per_channel)
 {
+    const int depth = per_channel[0].depth == 16 ? 16 : 8;
+    if (summary->files == 0)
+        summary->depth = depth;
+    else if (depth != summary->depth) {
+        summary->mixed = 1;
+        return;
+    }
     summary->files++;
     summary->pixels += (unsigned long long)width * (unsigned long long)height;
     for (int c = 0; c < channels; c++) {
@@ -136,16 +149,22 @@ void gf_stats_summary_add(gf_stats_summary *summary, int width, int height, int 
         summary->present[k] = 1;
         into->sum += from->sum;
         into->sum_squares += from->sum_squares;
-        for (int v = 0; v < GF_BINS; v++)
+        into->depth = depth;
+        for (int v = 0; v < gf_stats_bins(from); v++)
             into->histogram[v] += from->histogram[v];
     }
 }
 
-void gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_summary *summary)
+int gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_summary *summary)
 {
+    if (summary->mixed) {
+        gf_set_error("--summary: the files mix 8 and 16 bits a sample; summarize each depth "
+                     "on its own");
+        return -1;
+    }
     if (format == GF_STATS_JSON)
-        fprintf(out, "{\"summary\": {\"files\": %llu, \"pixels\": %llu}, \"channels\": [",
-                summary->files, summary->pixels);
+        fprintf(out, "{\"summary\": {\"files\": %llu, \"pixels\": %llu%s}, \"channels\": [",
+                summary->files, summary->pixels, summary->depth == 16 ? ", \"depth\": 16" : "");
     else {
         fprintf(out, "all %llu files: %llu pixels\n", summary->files, summary->pixels);
         print_table_header(out);
@@ -162,4 +181,5 @@ void gf_stats_summary_print(FILE *out, gf_stats_format format, const gf_stats_su
     }
     if (format == GF_STATS_JSON)
         fprintf(out, "\n]}\n");
+    return 0;
 }

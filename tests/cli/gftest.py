@@ -92,6 +92,33 @@ def read_image(src, expect_mode=None):
         return as3d(np.array(im))
 
 
+def read_deep(path):
+    """A PNG gpufilter wrote, at its depth (uint8 or uint16), H x W x C in
+    RGB(A) order: OpenCV reads it (16-bit gray+alpha as BGRA, its gray
+    repeated), IHDR says which layout the file has."""
+    import cv2
+    data = Path(path).read_bytes()
+    assert data[:8] == MAGIC["png"] and data[12:16] == b"IHDR", "not a PNG file"
+    color = data[25]
+    arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    assert arr is not None, f"OpenCV cannot read {path}"
+    arr = as3d(arr)
+    if color == 4:
+        assert arr.shape[2] == 4 and (arr[:, :, 0] == arr[:, :, 1]).all()
+        return np.ascontiguousarray(arr[:, :, [0, 3]])
+    if color in (2, 6):
+        order = [2, 1, 0, 3][:arr.shape[2]]
+        return np.ascontiguousarray(arr[:, :, order])
+    return arr
+
+
+def png_depth(path):
+    """The bit depth IHDR declares."""
+    data = Path(path).read_bytes()
+    assert data[12:16] == b"IHDR"
+    return data[24]
+
+
 def read_png(src, channels=None):
     if isinstance(src, (str, Path)):
         head = Path(src).read_bytes()[:8]

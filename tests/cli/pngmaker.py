@@ -1,6 +1,8 @@
 """Write PNG files of any colour type, bit depth, filter and chunk layout,
 and say what stb_image 2.27 decodes them to (req_comp 0), from the sample
-values alone: the independent oracle of test_png_codec.py.
+values alone: the independent oracle of test_png_codec.py. A 16-bit file
+decodes to its samples (uint16; a tRNS key gives alpha 0 or 65535), as
+stbi_load_16 gives them, with wide=True; else to stbi_load's high bytes.
 
     data, expect = make_png(rng, color=0, depth=4, width=9, height=5, trns=True)
 """
@@ -87,9 +89,10 @@ def scanlines(rng, samples, depth, bpp, interlace):
 
 
 def make_png(rng, color, depth, width, height, trns=False, palette_size=None,
-             trns_size=None, idat_split=1, level=6, interlace=False):
+             trns_size=None, idat_split=1, level=6, interlace=False, wide=False):
     """Random samples in a PNG with random row filters; returns the file and
-    the H x W x C uint8 array stb_image decodes it to."""
+    the H x W x C array stb_image decodes it to (uint16 for a 16-bit file
+    with wide, else uint8)."""
     n = SAMPLES[color]
     top = (1 << depth) - 1
     extra = []
@@ -112,14 +115,17 @@ def make_png(rng, color, depth, width, height, trns=False, palette_size=None,
             key = samples[0, 0].copy()
             samples[height // 2, :: 3] = key
             extra.append((b"tRNS", struct.pack(">" + "H" * n, *key)))
-        expect = (samples >> 8) if depth == 16 else samples * GRAY_SCALE[depth] \
-            if color == 0 else samples
-        expect = expect.astype(np.uint8)
+        deep = wide and depth == 16
+        expect = samples if deep else (samples >> 8) if depth == 16 else \
+            samples * GRAY_SCALE[depth] if color == 0 else samples
+        kind = np.uint16 if deep else np.uint8
+        expect = expect.astype(kind)
         if trns:
             match = np.all(samples == key, axis=2)
-            expect = np.concatenate([expect, np.where(match, 0, 255)[:, :, None]], axis=2)
-            expect = expect.astype(np.uint8)
+            opaque = 65535 if deep else 255
+            expect = np.concatenate([expect, np.where(match, 0, opaque)[:, :, None]], axis=2)
+            expect = expect.astype(kind)
     raw = scanlines(rng, samples, depth, max(1, n * depth // 8), interlace)
     data = png_file(width, height, color, depth, zlib.compress(raw, level), extra, idat_split,
                     int(interlace))
-    return data, expect.astype(np.uint8)
+    return data, expect if expect.dtype == np.uint16 else expect.astype(np.uint8)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close,
                     assert_equal_image, photo, photo_with_channels, random_image,
-                    read_image, read_png, write_png)
+                    read_deep, read_image, read_png, write_png)
 from test_cli import check_error, check_truncations_refused
 
 CHANNELS = [1, 2, 3, 4]
@@ -25,6 +25,12 @@ def cid(c):
 def run_identity(gf, src, dst, extra=()):
     gf.filter(src, dst, ["identity"], extra=extra)
     return read_image(dst)
+
+
+def run_plain(gf, src, dst, extra=()):
+    """No operation: the decoded image written as PNG at its own depth."""
+    gf.filter(src, dst, [], extra=extra)
+    return read_deep(dst)
 
 
 def smooth_image(rng, channels, w=96, h=64):
@@ -65,8 +71,9 @@ def png_bit_depth(path):
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4], ids=cid)
-def test_png16_high_byte(gf, rng, tmp_path, channels):
-    """16-bit samples are reduced to their high byte (arr >> 8)."""
+def test_png16_kept(gf, rng, tmp_path, channels):
+    """16-bit samples are kept, and written back at 16 bits; --depth 8
+    rounds them to round(v / 257)."""
     shape = (29, 37) if channels == 1 else (29, 37, channels)
     arr = rng.integers(0, 65536, size=shape, dtype=np.uint16)
     src = tmp_path / "in16.png"
@@ -74,14 +81,18 @@ def test_png16_high_byte(gf, rng, tmp_path, channels):
     assert png_bit_depth(src)[0] == 16
     back = cv2.imread(str(src), cv2.IMREAD_UNCHANGED)
     assert back.dtype == np.uint16 and np.array_equal(back, arr)
-    want = as3d((arr >> 8).astype(np.uint8))
+    want = as3d(arr)
     if channels == 3:
         want = want[:, :, ::-1]
     elif channels == 4:
         want = want[:, :, [2, 1, 0, 3]]
-    got = run_identity(gf, src, tmp_path / "out.png")
-    assert_equal_image(got, want, "16-bit PNG reduced to 8 bits")
-    assert png_bit_depth(tmp_path / "out.png")[0] == 8
+    got = run_plain(gf, src, tmp_path / "out.png")
+    assert got.dtype == np.uint16
+    assert_equal_image(got, want, "16-bit PNG")
+    assert png_bit_depth(tmp_path / "out.png")[0] == 16
+    got = run_plain(gf, src, tmp_path / "out8.png", ["--depth", "8"])
+    assert got.dtype == np.uint8
+    assert_equal_image(got, (want.astype(np.uint32) + 128) // 257, "16-bit PNG at --depth 8")
 
 
 @pytest.mark.parametrize("kind", ["rgb", "transparent", "4bit"])
@@ -243,29 +254,36 @@ def pnm_bytes(samples, maxval):
 
 
 def scaled_by_maxval(samples, maxval):
-    """The oracle: round(v * 255 / maxval), in integers."""
-    return ((samples.astype(np.int64) * 255 + maxval // 2) // maxval).astype(np.uint8)
+    """The oracle: round(v * 255 / maxval) for a maxval up to 255, else
+    round(v * 65535 / maxval) at 16 bits, in integers."""
+    top, kind = (255, np.uint8) if maxval <= 255 else (65535, np.uint16)
+    return ((samples.astype(np.int64) * top + maxval // 2) // maxval).astype(kind)
 
 
-@pytest.mark.parametrize("maxval", [1, 15, 100, 1000, 4095, 65535])
+@pytest.mark.parametrize("maxval", [1, 15, 100, 255, 256, 1000, 4095, 65535])
 @pytest.mark.parametrize("channels", [1, 3], ids=cid)
 def test_pnm_scaled_by_maxval(gf, rng, tmp_path, maxval, channels):
-    """Each sample becomes round(v * 255 / maxval), 16-bit ones included
-    (stb_image kept their low byte and did not scale)."""
+    """Each sample becomes round(v * 255 / maxval), or, for a maxval over
+    255, round(v * 65535 / maxval) at 16 bits (stb_image kept their low
+    byte and did not scale)."""
     shape = (13, 21) if channels == 1 else (13, 21, 3)
     samples = rng.integers(0, maxval + 1, size=shape)
     samples.flat[0], samples.flat[1] = 0, maxval
     src = tmp_path / ("in.pgm" if channels == 1 else "in.ppm")
     src.write_bytes(pnm_bytes(samples, maxval))
-    got = run_identity(gf, src, tmp_path / "out.png")
-    assert_equal_image(got, as3d(scaled_by_maxval(samples, maxval)), f"maxval {maxval}")
+    got = run_plain(gf, src, tmp_path / "out.png")
+    want = as3d(scaled_by_maxval(samples, maxval))
+    assert got.dtype == want.dtype
+    assert_equal_image(got, want, f"maxval {maxval}")
 
 
 def test_pnm_16bit_values_of_the_issue(gf, tmp_path):
     src = tmp_path / "deep.pgm"
     src.write_bytes(pnm_bytes(np.array([[0, 1000, 30000, 65535]]), 65535))
-    got = run_identity(gf, src, tmp_path / "out.png")
-    assert got[0, :, 0].tolist() == [0, 4, 117, 255]
+    got = run_plain(gf, src, tmp_path / "out.png")
+    assert got.dtype == np.uint16 and got[0, :, 0].tolist() == [0, 1000, 30000, 65535]
+    got = run_plain(gf, src, tmp_path / "out8.png", ["--depth", "8"])
+    assert got.dtype == np.uint8 and got[0, :, 0].tolist() == [0, 4, 117, 255]
 
 
 def test_truncated_pnm_in_a_batch(gf, rng, tmp_path):
@@ -296,7 +314,7 @@ def test_pnm_cut_anywhere_is_refused(gf, rng, tmp_path, maxval):
     header_size = len(data) - samples.size * (2 if maxval > 255 else 1)
     whole = tmp_path / "whole.ppm"
     whole.write_bytes(data + b"\n# trailing bytes\n")
-    got = run_identity(gf, whole, tmp_path / "whole.png")
+    got = run_plain(gf, whole, tmp_path / "whole.png")
     assert_equal_image(got, scaled_by_maxval(samples, maxval), "whole PPM")
     cuts = sorted({header_size, header_size + 1, len(data) // 2, len(data) - 1})
     check_truncations_refused(gf, tmp_path, data, cuts, "ppm")

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -772,7 +773,7 @@ static void test_handmade_png(void **state)
         gf_image_free(back);
         free(png);
 
-        /* 16 bits: reduced to 8; exact for v = k * 257, within 1 otherwise */
+        /* 16 bits: decoded at 16, every sample as it is */
         size_t samples = (size_t)w * h * c;
         unsigned char *raw16 = malloc(samples * 2);
         uint16_t *v = malloc(samples * sizeof *v);
@@ -791,12 +792,11 @@ static void test_handmade_png(void **state)
         assert_int_equal(back->width, w);
         assert_int_equal(back->height, h);
         assert_int_equal(back->channels, c);
+        assert_int_equal(back->depth, 16);
         for (size_t i = 0; i < samples; i++) {
-            int want = v[i] >> 8, got = back->pixels[i];
-            if (v[i] % 257 == 0)
-                want = v[i] / 257;
-            if (v[i] % 257 == 0 ? got != want : abs(got - want) > 1) {
-                print_error("16-bit sample %zu = %u decoded to %d\n", i, v[i], got);
+            const unsigned got = gf_image_samples16(back)[i];
+            if (got != v[i]) {
+                print_error("16-bit sample %zu = %u decoded to %u\n", i, v[i], got);
                 fail();
             }
         }
@@ -1095,6 +1095,23 @@ static unsigned char scaled_sample(unsigned v, unsigned maxval)
     return (unsigned char)((v * 255 + maxval / 2) / maxval);
 }
 
+/* A maxval over 255 decodes at 16 bits: round(v * 65535 / maxval). */
+static void assert_pnm16(const gf_image *img, int w, int h, int c, const unsigned *samples,
+                         unsigned maxval, const char *what)
+{
+    assert_int_equal(img->width, w);
+    assert_int_equal(img->height, h);
+    assert_int_equal(img->channels, c);
+    assert_int_equal(img->depth, 16);
+    for (size_t i = 0; i < (size_t)w * h * c; i++) {
+        const unsigned want = (unsigned)(((uint64_t)samples[i] * 65535 + maxval / 2) / maxval);
+        if (gf_image_samples16(img)[i] != want) {
+            print_error("%s: sample %zu is %u, want %u\n", what, i, gf_image_samples16(img)[i], want);
+            fail();
+        }
+    }
+}
+
 static void test_pnm_truncated_or_malformed_refused(void **state)
 {
     (void)state;
@@ -1160,7 +1177,7 @@ static void test_pnm_scaled_by_maxval(void **state)
     /* the values: 16-bit, maxval 15, maxval 1 */
     static const unsigned deep[] = {0, 1000, 30000, 65535}, nibble[] = {0, 5, 10, 15},
                           bit[] = {0, 1, 1, 0};
-    static const unsigned char deep_want[] = {0, 4, 117, 255}, nibble_want[] = {0, 85, 170, 255},
+    static const unsigned char nibble_want[] = {0, 85, 170, 255},
                                bit_want[] = {0, 255, 255, 0};
     static const struct {
         const char *header;
@@ -1168,14 +1185,17 @@ static void test_pnm_scaled_by_maxval(void **state)
         unsigned maxval;
         const unsigned char *want;
     } cases[] = {
-        {"P5\n2 2\n65535\n", deep, 65535, deep_want},
+        {"P5\n2 2\n65535\n", deep, 65535, NULL},
         {"P5\n2 2\n15\n", nibble, 15, nibble_want},
         {"P5\n2 2\n1\n", bit, 1, bit_want},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bytes b = make_pnm(cases[i].header, cases[i].samples, 4, cases[i].maxval);
         gf_image *img = decode_ok(b.data, b.size, cases[i].header);
-        assert_pixels(img, 2, 2, 1, cases[i].want, cases[i].header);
+        if (cases[i].want)
+            assert_pixels(img, 2, 2, 1, cases[i].want, cases[i].header);
+        else  /* maxval 65535: the samples unchanged */
+            assert_pnm16(img, 2, 2, 1, cases[i].samples, 65535, cases[i].header);
         gf_image_free(img);
         free(b.data);
     }
@@ -1198,7 +1218,10 @@ static void test_pnm_scaled_by_maxval(void **state)
             snprintf(header, sizeof header, "P%c %d %d %u\n", channels == 1 ? '5' : '6', w, h, maxval);
             bytes b = make_pnm(header, samples, count, maxval);
             gf_image *img = decode_ok(b.data, b.size, header);
-            assert_pixels(img, w, h, channels, want, header);
+            if (maxval > 255)
+                assert_pnm16(img, w, h, channels, samples, maxval, header);
+            else
+                assert_pixels(img, w, h, channels, want, header);
             gf_image_free(img);
             free(b.data);
             free(samples);
@@ -2119,7 +2142,7 @@ static void test_png_codec_roundtrip(void **state)
                     img->pixels[(size_t)y * (size_t)(w * c) + (size_t)x] = (unsigned char)(x / 3 + y);
             unsigned char *png = NULL;
             size_t n = 0;
-            assert_int_equal(gf_png_encode(img->pixels, w, h, c, rng_int(0, 12), &png, &n), GF_PNG_DONE);
+            assert_int_equal(gf_png_encode(img->pixels, w, h, c, 8, rng_int(0, 12), &png, &n), GF_PNG_DONE);
             int sw, sh, sc;
             unsigned char *stb = stbi_load_from_memory(png, (int)n, &sw, &sh, &sc, 0);
             assert_non_null(stb);
@@ -2128,10 +2151,11 @@ static void test_png_codec_roundtrip(void **state)
             assert_int_equal(sc, c);
             assert_memory_equal(stb, img->pixels, gf_image_bytes(img));
             unsigned char *ours = NULL;
-            int ow, oh, oc;
+            int ow, oh, oc, od;
             const char *corrupt;
-            assert_int_equal(gf_png_decode(png, n, "t", &ours, &ow, &oh, &oc, &corrupt), GF_PNG_DONE);
+            assert_int_equal(gf_png_decode(png, n, "t", &ours, &ow, &oh, &oc, &od, &corrupt), GF_PNG_DONE);
             assert_int_equal(oc, c);
+            assert_int_equal(od, 8);
             assert_memory_equal(ours, stb, gf_image_bytes(img));
             free(ours);
             stbi_image_free(stb);
@@ -2141,6 +2165,122 @@ static void test_png_codec_roundtrip(void **state)
     }
 }
 #endif
+
+/* gf_png_encode at 16 bits (with libdeflate or stb's compressor) makes
+ * files that stbi_load_16 decodes to the samples, and so does
+ * gf_png_decode where it decodes (libdeflate); half smooth rows for every
+ * filter, random ones with both bytes of a sample busy. */
+static void test_png_codec_16bit(void **state)
+{
+    (void)state;
+    const int sizes[][2] = {{1, 1}, {3, 200}, {257, 31}, {700, 500}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int c = 1; c <= 4; c++) {
+            const int w = sizes[i][0], h = sizes[i][1];
+            gf_image *img = gf_image_new_depth(w, h, c, 16);
+            assert_non_null(img);
+            assert_int_equal(gf_image_bytes(img), (size_t)w * (size_t)h * (size_t)c * 2);
+            uint16_t *p = (uint16_t *)(void *)img->pixels;
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w * c; x++)
+                    p[(size_t)y * (size_t)(w * c) + (size_t)x] =
+                        y < h / 2 ? (uint16_t)(x * 97 + y * 3) : (uint16_t)rng_next();
+            unsigned char *png = NULL;
+            size_t n = 0;
+            assert_int_equal(gf_png_encode(img->pixels, w, h, c, 16, rng_int(0, 9), &png, &n), GF_PNG_DONE);
+            assert_int_equal(png[24], 16);  /* IHDR's depth */
+            int sw, sh, sc;
+            stbi_us *stb = stbi_load_16_from_memory(png, (int)n, &sw, &sh, &sc, 0);
+            assert_non_null(stb);
+            assert_int_equal(sw, w);
+            assert_int_equal(sh, h);
+            assert_int_equal(sc, c);
+            assert_memory_equal(stb, img->pixels, gf_image_bytes(img));
+            unsigned char *ours = NULL;
+            int ow, oh, oc, od;
+            const char *corrupt;
+            const int r = gf_png_decode(png, n, "t", &ours, &ow, &oh, &oc, &od, &corrupt);
+#ifdef GF_HAVE_LIBDEFLATE
+            assert_int_equal(r, GF_PNG_DONE);
+            assert_int_equal(oc, c);
+            assert_int_equal(od, 16);
+            assert_memory_equal(ours, img->pixels, gf_image_bytes(img));
+#else
+            assert_int_equal(r, GF_PNG_NOT_HANDLED);
+#endif
+            /* the whole decode: depth 16 from the probe on */
+            gf_image *back = gf_image_load_memory(png, n, "t");
+            assert_non_null(back);
+            assert_int_equal(back->depth, 16);
+            assert_int_equal(back->channels, c);
+            assert_memory_equal(back->pixels, img->pixels, gf_image_bytes(img));
+            gf_image_free(back);
+            free(ours);
+            stbi_image_free(stb);
+            free(png);
+            gf_image_free(img);
+        }
+    }
+}
+
+/* --depth's conversions on every value: down round(v / 257), up v * 257,
+ * down after up gives the value back. */
+static void test_convert_depth(void **state)
+{
+    (void)state;
+    gf_image *img = gf_image_new_depth(256, 256, 1, 16);
+    assert_non_null(img);
+    uint16_t *p = (uint16_t *)(void *)img->pixels;
+    for (unsigned v = 0; v < 65536; v++)
+        p[v] = (uint16_t)v;
+    assert_int_equal(gf_image_convert_depth(img, 8), 0);
+    assert_int_equal(img->depth, 8);
+    assert_int_equal(gf_image_bytes(img), 65536);
+    for (unsigned v = 0; v < 65536; v++) {
+        const double exact = v / 257.0;
+        assert_true(fabs(img->pixels[v] - exact) < 0.5);  /* round to nearest, no ties */
+    }
+    for (unsigned v = 0; v < 256; v++)
+        img->pixels[v] = (unsigned char)v;
+    assert_int_equal(gf_image_convert_depth(img, 16), 0);
+    assert_int_equal(img->depth, 16);
+    p = (uint16_t *)(void *)img->pixels;
+    for (unsigned v = 0; v < 256; v++)
+        assert_int_equal(p[v], v * 257);
+    assert_int_equal(gf_image_convert_depth(img, 8), 0);
+    for (unsigned v = 0; v < 256; v++)
+        assert_int_equal(img->pixels[v], v);
+    gf_image_free(img);
+}
+
+/* A PNM of maxval over 255 decodes at 16 bits, round(v * 65535 / maxval). */
+static void test_pnm_16bit(void **state)
+{
+    (void)state;
+    const unsigned maxvals[] = {256, 1000, 65535};
+    for (size_t k = 0; k < sizeof maxvals / sizeof maxvals[0]; k++) {
+        const unsigned maxval = maxvals[k];
+        char header[64];
+        const int hn = snprintf(header, sizeof header, "P6\n5 4\n%u\n", maxval);
+        unsigned char data[64 + 5 * 4 * 3 * 2];
+        memcpy(data, header, (size_t)hn);
+        unsigned v[60];
+        for (int i = 0; i < 60; i++) {
+            v[i] = i == 0 ? maxval : (unsigned)rng_int(0, (int)maxval);
+            data[hn + 2 * i] = (unsigned char)(v[i] >> 8);
+            data[hn + 2 * i + 1] = (unsigned char)v[i];
+        }
+        gf_image *img = gf_image_load_memory(data, (size_t)hn + 120, "t.ppm");
+        assert_non_null(img);
+        assert_int_equal(img->depth, 16);
+        assert_int_equal(img->channels, 3);
+        const uint16_t *p = gf_image_samples16(img);
+        for (int i = 0; i < 60; i++)
+            assert_true(fabs(p[i] - v[i] * 65535.0 / maxval) <= 0.5);
+        assert_int_equal(p[0], 65535);
+        gf_image_free(img);
+    }
+}
 
 int main(void)
 {
@@ -2157,6 +2297,9 @@ int main(void)
         cmocka_unit_test_teardown(test_adler32_combine, clean_tmpdir),
         cmocka_unit_test_teardown(test_png_codec_roundtrip, clean_tmpdir),
 #endif
+        cmocka_unit_test_teardown(test_png_codec_16bit, clean_tmpdir),
+        cmocka_unit_test_teardown(test_convert_depth, clean_tmpdir),
+        cmocka_unit_test_teardown(test_pnm_16bit, clean_tmpdir),
         cmocka_unit_test_teardown(test_bmp_roundtrip, clean_tmpdir),
         cmocka_unit_test_teardown(test_tga_roundtrip, clean_tmpdir),
         cmocka_unit_test_teardown(test_jpeg, clean_tmpdir),
