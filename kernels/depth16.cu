@@ -140,50 +140,28 @@ __device__ inline bool block_interior(const depth16_conv &p, int mask_width, int
            y0 + (int)blockDim.y - 1 - ay + mask_height - 1 < p.height;
 }
 
-/* K matrices of MW x MH taps (0: the launch's size); a thread takes R
- * adjacent outputs of a row, each input value loaded once for the R. */
-template <int C, typename Acc, int K, int MW, int MH, int R>
-__global__ void conv_direct(depth16_conv p)
+/* The sums of R adjacent outputs from (x, y): INTERIOR where no tap
+ * leaves the image (no border mapping compiled in), else every coordinate
+ * through the border. held: the weights where the size is fixed. */
+template <bool INTERIOR, int C, typename Acc, int K, int MW, int MH, int R, int HELD>
+__device__ __forceinline__ void accumulate(const depth16_conv &p, const Acc *weights,
+                                           const Acc (&held)[HELD], int x, int y,
+                                           Acc (&sums)[R][K][C])
 {
     const int mw = MW ? MW : p.mask_width, mh = MH ? MH : p.mask_height;
-    const int x = (blockIdx.x * blockDim.x + threadIdx.x) * R, y = blockIdx.y * blockDim.y + threadIdx.y;
-    const bool interior = block_interior<R>(p, mw, mh);
-    if (x >= p.width || y >= p.height)
-        return;
-    const gf_border border = (gf_border)p.border;
     const int ax = mw / 2, ay = mh / 2, taps = mw * mh;
-    const Acc *weights;
-    if constexpr (sizeof(Acc) == sizeof(int))
-        weights = p.int_weights;
-    else
-        weights = p.weights;
-    /* fixed sizes: every weight in registers, loaded once */
-    constexpr int kHeld = MW && MH ? K * MW * MH : 1;
-    Acc held[kHeld];
-    if constexpr (MW && MH) {
-#pragma unroll
-        for (int i = 0; i < kHeld; i++)
-            held[i] = __ldg(weights + i);
-    }
-    Acc sums[R][K][C];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int k = 0; k < K; k++)
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                sums[r][k][c] = 0;
+    const gf_border border = (gf_border)p.border;
 #pragma unroll
     for (int my = 0; my < mh; my++) {
-        const int sy = interior ? y + my - ay : gf_border_index(y + my - ay, p.height, border);
-        if (sy < 0)
+        const int sy = INTERIOR ? y + my - ay : gf_border_index(y + my - ay, p.height, border);
+        if (!INTERIOR && sy < 0)
             continue;
         const size_t row = (size_t)sy * p.width;
 #pragma unroll
         for (int j = 0; j < mw + R - 1; j++) {  /* input column x - ax + j */
-            const int sx = interior ? x - ax + j : gf_border_index(x - ax + j, p.width, border);
+            const int sx = INTERIOR ? x - ax + j : gf_border_index(x - ax + j, p.width, border);
             unsigned v[C];
-            if (sx < 0) {
+            if (!INTERIOR && sx < 0) {
 #pragma unroll
                 for (int c = 0; c < C; c++)
                     v[c] = 0;
@@ -209,6 +187,41 @@ __global__ void conv_direct(depth16_conv p)
             }
         }
     }
+}
+
+/* K matrices of MW x MH taps (0: the launch's size); a thread takes R
+ * adjacent outputs of a row, each input value loaded once for the R. */
+template <int C, typename Acc, int K, int MW, int MH, int R>
+__global__ void conv_direct(depth16_conv p)
+{
+    const int mw = MW ? MW : p.mask_width, mh = MH ? MH : p.mask_height;
+    const int x = (blockIdx.x * blockDim.x + threadIdx.x) * R, y = blockIdx.y * blockDim.y + threadIdx.y;
+    const bool interior = block_interior<R>(p, mw, mh);
+    if (x >= p.width || y >= p.height)
+        return;
+    const Acc *weights;
+    if constexpr (sizeof(Acc) == sizeof(int))
+        weights = p.int_weights;
+    else
+        weights = p.weights;
+    /* fixed sizes: every weight in registers, loaded once */
+    constexpr int kHeld = MW && MH ? K * MW * MH : 1;
+    Acc held[kHeld];
+#pragma unroll
+    for (int i = 0; i < kHeld; i++)
+        held[i] = MW && MH ? __ldg(weights + i) : 0;
+    Acc sums[R][K][C];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                sums[r][k][c] = 0;
+    if (interior)
+        accumulate<true, C, Acc, K, MW, MH, R, kHeld>(p, weights, held, x, y, sums);
+    else
+        accumulate<false, C, Acc, K, MW, MH, R, kHeld>(p, weights, held, x, y, sums);
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (x + r >= p.width)

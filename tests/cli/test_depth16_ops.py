@@ -458,7 +458,7 @@ def test_strips_at_16_bits(gf, rng, tmp_path, ops, border):
     src = write16(tmp_path / "in.png", img)
     cpu, cuda = tmp_path / "cpu.png", tmp_path / "cuda.png"
     gf.run("--backend", "cpu", "-b", border, *ops, str(src), str(cpu)).ok()
-    r = gf.run("--backend", "cuda", "-v", "--gpu-memory", "150K", "-b", border, *ops,
+    r = gf.run("--backend", "cuda", "-v", "--gpu-memory", "300K", "-b", border, *ops,
                str(src), str(cuda)).ok()
     assert "strips of up to" in r.err, r.err
     want, got = read_deep(cpu), read_deep(cuda)
@@ -471,5 +471,5 @@ def test_statistics_in_strips_at_16_bits(gf, rng, tmp_path):
     img = random16(rng, 300, 211, 3)
     src = write16(tmp_path / "in.png", img)
     whole = gf.run("--backend", "cpu", "--stats=json", str(src)).ok()
-    strips = gf.run("--backend", "cuda", "--gpu-memory", "150K", "--stats=json", str(src)).ok()
+    strips = gf.run("--backend", "cuda", "--gpu-memory", "300K", "--stats=json", str(src)).ok()
     assert json.loads(strips.out) == json.loads(whole.out)
