@@ -213,6 +213,7 @@ static int load(gpu_thread *t, work *w, const char *name, gf_image **host)
     r->width = (*host)->width;
     r->height = (*host)->height;
     r->channels = (*host)->channels;
+    r->depth = (*host)->depth;
     if (t->backend->upload(t->backend, *host) < 0) {
         gf_error_name_file(name);
         return -1;
