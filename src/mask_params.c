@@ -195,7 +195,7 @@ static const kind_info kinds[] = {
     {"gaussian", "gaussian blur", build_gaussian, 2, {SIGMA("sigma", 1.0), RADIUS}},
     {"box", "box blur", build_box, 1, {{"radius", 1.0, 0, MAX_RADIUS, 1}}},
     {"unsharp", "unsharp mask", build_unsharp, 4,
-     {SIGMA("sigma", 1.0), AMOUNT, {"threshold", 0.0, 0, 255, 0}, RADIUS}},
+     {SIGMA("sigma", 1.0), AMOUNT, {"threshold", 0.0, 0, 65535, 0}, RADIUS}},
     {"sharpen", "sharpen", build_sharpen, 3, {SIGMA("sigma", 1.0), AMOUNT, RADIUS}},
     {"log", "Laplacian of gaussian", build_log, 3, {SIGMA("sigma", 1.0), OFFSET, RADIUS}},
     {"dog", "difference of gaussians", build_dog, 4,

@@ -170,7 +170,7 @@ def unsharp_mask(sigma, amount, threshold):
     return m
 
 
-@pytest.mark.parametrize("threshold", [0, 200])
+@pytest.mark.parametrize("threshold", [0, 200, 3000])
 def test_unsharp(gf, rng, tmp_path, backend16, threshold):
     """s + amount (s - blur) where |s - blur| >= threshold (in levels), else s;
     clamped to 0..65535 (values near both ends)."""
