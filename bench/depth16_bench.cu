@@ -118,6 +118,7 @@ int main(int argc, char **argv)
     const Mask masks[] = {
         {"box3 (int)", 3, 3, 1, GF_COMBINE_NONE, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {9, 1}},
         {"gaussian3 (int)", 3, 3, 1, GF_COMBINE_NONE, {1, 2, 1, 2, 4, 2, 1, 2, 1}, {16, 1}},
+        {"3x3 int, sum |w| 129", 3, 3, 1, GF_COMBINE_NONE, {1, 2, 1, 2, 117, 2, 1, 2, 1}, {129, 1}},
         {"sobel (int, magnitude)", 3, 3, 2, GF_COMBINE_MAGNITUDE,
          {-1, 0, 1, -2, 0, 2, -1, 0, 1, -1, -2, -1, 0, 0, 0, 1, 2, 1}, {1, 1}},
         {"3x3 real weights (double)", 3, 3, 1, GF_COMBINE_NONE,
@@ -154,7 +155,12 @@ int main(int argc, char **argv)
                 CHECK(cudaMemcpy(d_w, iw.data(), iw.size() * 4, cudaMemcpyHostToDevice));
                 p.int_weights = (const int *)d_w;
                 if (m.count == 1)
-                    depth16_set_integer_scale(&p, (int)m.scale[0], 0);
+                {
+                    double total = 0;
+                    for (double w : m.weights)
+                        total += fabs(w);
+                    depth16_set_integer_scale(&p, (int)m.scale[0], 0, 65535.0 * total);
+                }
             } else {
                 CHECK(cudaMemcpy(d_w, m.weights.data(), m.weights.size() * 8, cudaMemcpyHostToDevice));
                 p.weights = (const double *)d_w;

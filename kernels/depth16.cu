@@ -128,6 +128,21 @@ __device__ __forceinline__ unsigned finish_integer(const depth16_conv &p, int su
     return (unsigned)(v < 0 ? 0 : v > 65535 ? 65535 : v);
 }
 
+/* finish_integer for sums under 2^21 (p.small_sums: 65535 x sum |w| <
+ * 2^21): the quotient in float (the int and the rounding through the
+ * 1.5 x 2^23 magic, no conversion instruction) is within 1/(4 scale) of
+ * the exact one, nearer than any quotient that is not a tie, so only a tie
+ * (2 r = +-scale, from the exact remainder) needs the even choice. */
+__device__ __forceinline__ unsigned finish_small(const depth16_conv &p, int sum)
+{
+    const float magic = 12582912.0f;  /* 1.5 x 2^23 */
+    const float f = __int_as_float(0x4B400000 + sum) - magic;  /* exact: |sum| < 2^22 */
+    const int n0 = __float_as_int(__fmaf_rn(f, p.float_reciprocal, magic)) - 0x4B400000;
+    const int r2 = 2 * (sum - n0 * p.int_scale);
+    const int n = n0 + (r2 == p.int_scale ? (n0 & 1) : 0) - (r2 == -p.int_scale ? (n0 & 1) : 0);
+    return (unsigned)min(max(n + p.int_offset, 0), 65535);
+}
+
 /* Whether a block whose threads take R adjacent outputs each reads no
  * coordinate outside the image. */
 template <int R>
@@ -222,29 +237,46 @@ __global__ void conv_direct(depth16_conv p)
         accumulate<true, C, Acc, K, MW, MH, R, kHeld>(p, weights, held, x, y, sums);
     else
         accumulate<false, C, Acc, K, MW, MH, R, kHeld>(p, weights, held, x, y, sums);
+    /* the source is read only for what passes through and for unsharp */
+    const bool need_source = p.channels_filtered < C || p.combine == GF_COMBINE_UNSHARP;
+    unsigned out[R][C];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        if (x + r >= p.width)
-            break;
-        const size_t at = (size_t)y * p.width + x + r;
-        unsigned source[C], out[C];
-        load_pixel<C>(p.src, at, source);
+        unsigned source[C] = {};
+        if (need_source && x + r < p.width)
+            load_pixel<C>(p.src, (size_t)y * p.width + x + r, source);
 #pragma unroll
         for (int c = 0; c < C; c++) {
             if (c >= p.channels_filtered) {
-                out[c] = source[c];
+                out[r][c] = source[c];
+            } else if (sizeof(Acc) == sizeof(int) && K == 1 && p.small_sums) {
+                out[r][c] = finish_small(p, (int)sums[r][0][c]);
             } else if (sizeof(Acc) == sizeof(int) && K == 1 && p.int_scale) {
-                out[c] = finish_integer(p, (int)sums[r][0][c]);
+                out[r][c] = finish_integer(p, (int)sums[r][0][c]);
             } else {
                 double s[K];
 #pragma unroll
                 for (int k = 0; k < K; k++)
                     s[k] = (double)sums[r][k][c];
-                out[c] = finish_value<K>(p, s, (double)source[c]);
+                out[r][c] = finish_value<K>(p, s, (double)source[c]);
             }
         }
-        store_pixel<C>(p.dst, at, out);
     }
+    const size_t at = (size_t)y * p.width + x;
+    if constexpr (C == 4 && R % 2 == 0) {
+        if (x + R <= p.width && (at & 1) == 0) {  /* two pixels a 16-byte store, aligned */
+#pragma unroll
+            for (int r = 0; r < R; r += 2)
+                reinterpret_cast<uint4 *>(p.dst + (at + r) * 4)[0] =
+                    make_uint4(out[r][0] | out[r][1] << 16, out[r][2] | out[r][3] << 16,
+                               out[r + 1][0] | out[r + 1][1] << 16, out[r + 1][2] | out[r + 1][3] << 16);
+            return;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (x + r < p.width)
+            store_pixel<C>(p.dst, at + r, out[r]);
 }
 
 __device__ inline size_t plane_at(const depth16_conv &p, int c, int x, int y)
@@ -429,7 +461,7 @@ extern "C" cudaError_t depth16_conv_separable(const depth16_conv *p, cudaStream_
     return cudaGetLastError();
 }
 
-extern "C" void depth16_set_integer_scale(depth16_conv *p, int scale, int offset)
+extern "C" void depth16_set_integer_scale(depth16_conv *p, int scale, int offset, double bound)
 {
     /* Granlund-Montgomery for 31-bit dividends: l = ceil(log2 d),
      * m = floor(2^(31 + l) / d) + 1 (at most 2^32 + 1: 64-bit products) */
@@ -440,6 +472,8 @@ extern "C" void depth16_set_integer_scale(depth16_conv *p, int scale, int offset
     p->int_offset = offset;
     p->int_shift = 31 + l;
     p->int_magic = (unsigned long long)(((unsigned __int128)1 << (31 + l)) / (unsigned)scale) + 1;
+    p->small_sums = bound < 2097152.0;
+    p->float_reciprocal = 1.0f / (float)scale;
 }
 
 extern "C" size_t depth16_scratch_bytes(const depth16_conv *p)

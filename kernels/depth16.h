@@ -24,8 +24,10 @@ typedef struct {
     double amount, threshold;  /* GF_COMBINE_UNSHARP */
     int int_scale, int_offset; /* direct, integer, one matrix, no combine: the scale and
                                 * offset as integers (finished in integers), or 0 */
-    unsigned long long int_magic;  /* depth16_division_magic() of int_scale */
+    unsigned long long int_magic;  /* dividing by int_scale: a multiply and int_shift */
     int int_shift;
+    int small_sums;            /* 65535 x sum |w| < 2^21: the finish in float (exact) */
+    float float_reciprocal;    /* 1 / int_scale */
     double *scratch;           /* separable: depth16_scratch_bytes() */
 } depth16_conv;
 
@@ -37,8 +39,8 @@ cudaError_t depth16_conv_direct(const depth16_conv *p, cudaStream_t stream);
 cudaError_t depth16_conv_separable(const depth16_conv *p, cudaStream_t stream);
 size_t depth16_scratch_bytes(const depth16_conv *p);
 /* Set int_scale to scale (1..2^30), with the multiplier and shift that
- * divide dividends under 2^31 by it. */
-void depth16_set_integer_scale(depth16_conv *p, int scale, int offset);
+ * divide dividends under 2^31 by it; bound: 65535 x sum |w|. */
+void depth16_set_integer_scale(depth16_conv *p, int scale, int offset, double bound);
 
 /* 65536-bin counts (zeroed first) of the luma of RGB pixels (luma set: one
  * histogram), or of every channel (one histogram a channel). */

@@ -27,10 +27,12 @@ typedef struct {
     const gf_mask *mask;
 } conv16_job;
 
-/* Integer weights whose every sum fits an int: 65535 x sum |w| < 2^31. */
-static int integer_weights(const gf_mask *mask)
+/* Integer weights whose every sum fits an int: 65535 x sum |w| < 2^31;
+ * *bound: the largest 65535 x sum |w| of the matrices. */
+static int integer_weights(const gf_mask *mask, double *bound)
 {
     const int taps = mask->width * mask->height;
+    *bound = 0.0;
     for (int k = 0; k < mask->count; k++) {
         double total = 0.0;
         for (int i = 0; i < taps; i++) {
@@ -41,6 +43,7 @@ static int integer_weights(const gf_mask *mask)
         }
         if (total * 65535.0 >= 2147483648.0)
             return 0;
+        *bound = fmax(*bound, total * 65535.0);
     }
     return 1;
 }
@@ -76,7 +79,8 @@ static int upload_mask16(const cuda_backend *b, const gf_mask *mask, conv16_job 
         return device ? 0 : -1;
     }
     const size_t taps = (size_t)mask->width * (size_t)mask->height, n = (size_t)mask->count * taps;
-    const int integer = integer_weights(mask);
+    double bound;
+    const int integer = integer_weights(mask, &bound);
     void *host = malloc(n * (integer ? sizeof(int) : sizeof(double)));
     if (!host)
         return -1;
@@ -93,7 +97,7 @@ static int upload_mask16(const cuda_backend *b, const gf_mask *mask, conv16_job 
     const double scale = mask->scale[0], offset = mask->offset[0];
     if (integer && mask->count == 1 && mask->combine == GF_COMBINE_NONE && scale == floor(scale) &&
         scale >= 1.0 && scale <= 1073741824.0 && offset == floor(offset) && fabs(offset) <= 1048576.0) {
-        depth16_set_integer_scale(p, (int)scale, (int)offset);
+        depth16_set_integer_scale(p, (int)scale, (int)offset, bound);
     }
     if (integer)
         p->int_weights = device;
