@@ -107,27 +107,36 @@ void gf_conv2d_cpu16(const uint16_t *src, uint16_t *dst, int width, int height, 
 
 /* ---- tone operations -------------------------------------------------------- */
 
+/* One channel's histogram (one bin a value), sum, sum of squares and range,
+ * over samples of 'depth' bits. */
+static void measure_channel(const void *pixels, int depth, size_t count, int channels, int c,
+                            gf_channel_stats *s)
+{
+    const unsigned char *bytes = pixels;
+    const uint16_t *wide = pixels;
+    memset(s->histogram, 0, (size_t)(depth == 16 ? GF_BINS16 : GF_BINS) * sizeof s->histogram[0]);
+    s->sum = s->sum_squares = 0;
+    s->max = 0;
+    s->depth = depth;
+    s->min = depth == 16 ? 65535 : 255;
+    for (size_t i = 0; i < count; i++) {
+        const size_t at = i * (size_t)channels + (size_t)c;
+        const unsigned v = depth == 16 ? wide[at] : bytes[at];
+        s->histogram[v]++;
+        s->sum += v;
+        s->sum_squares += (unsigned long long)v * v;
+        if ((int)v < s->min)
+            s->min = (int)v;
+        if ((int)v > s->max)
+            s->max = (int)v;
+    }
+}
+
 void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
                        gf_channel_stats *per_channel)
 {
-    for (int c = 0; c < channels; c++) {
-        gf_channel_stats *s = &per_channel[c];
-        memset(s->histogram, 0, GF_BINS * sizeof s->histogram[0]);
-        s->sum = s->sum_squares = 0;
-        s->max = 0;
-        s->depth = 8;
-        s->min = 255;
-        for (size_t i = 0; i < count; i++) {
-            unsigned v = pixels[i * channels + c];
-            s->histogram[v]++;
-            s->sum += v;
-            s->sum_squares += (unsigned long long)v * v;
-            if ((int)v < s->min)
-                s->min = (int)v;
-            if ((int)v > s->max)
-                s->max = (int)v;
-        }
-    }
+    for (int c = 0; c < channels; c++)
+        measure_channel(pixels, 8, count, channels, c, &per_channel[c]);
 }
 
 static void cumulate(const unsigned long long *hist, unsigned long long *cdf, int bins)
@@ -213,24 +222,8 @@ void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_
 void gf_statistics_cpu16(const uint16_t *pixels, size_t count, int channels,
                          gf_channel_stats *per_channel)
 {
-    for (int c = 0; c < channels; c++) {
-        gf_channel_stats *s = &per_channel[c];
-        memset(s->histogram, 0, GF_BINS16 * sizeof s->histogram[0]);
-        s->sum = s->sum_squares = 0;
-        s->max = 0;
-        s->depth = 16;
-        s->min = 65535;
-        for (size_t i = 0; i < count; i++) {
-            unsigned v = pixels[i * channels + c];
-            s->histogram[v]++;
-            s->sum += v;
-            s->sum_squares += (unsigned long long)v * v;
-            if ((int)v < s->min)
-                s->min = (int)v;
-            if ((int)v > s->max)
-                s->max = (int)v;
-        }
-    }
+    for (int c = 0; c < channels; c++)
+        measure_channel(pixels, 16, count, channels, c, &per_channel[c]);
 }
 
 /* A histogram, its cdf and a table: too large for a thread's stack. */

@@ -117,8 +117,7 @@ static void make_ihdr(unsigned char ihdr[13], int width, int height, int channel
     ihdr[9] = color_type[channels];
 }
 
-#ifndef GF_HAVE_LIBDEFLATE
-
+/* One whole chunk at o: length, type, data, CRC; the end. */
 static unsigned char *put_chunk(unsigned char *o, const char *type, const unsigned char *data,
                                 size_t length)
 {
@@ -129,6 +128,8 @@ static unsigned char *put_chunk(unsigned char *o, const char *type, const unsign
     gf_put_be32(o + 8 + length, gf_png_crc32(o + 4, 4 + length));
     return o + 12 + length;
 }
+
+#ifndef GF_HAVE_LIBDEFLATE
 
 /* 8-bit images are stb_image_write's; a 16-bit one is filtered here and
  * deflated whole, in one IDAT chunk, as stb_image_write does. */
@@ -188,17 +189,6 @@ typedef struct {
     size_t stream_left;           /* bytes of the stream still to come */
     uint32_t crc;
 } container;
-
-static unsigned char *put_chunk(unsigned char *o, const char *type, const unsigned char *data,
-                                size_t length)
-{
-    gf_put_be32(o, (uint32_t)length);
-    memcpy(o + 4, type, 4);
-    if (length)
-        memcpy(o + 8, data, length);
-    gf_put_be32(o + 8 + length, libdeflate_crc32(0, o + 4, 4 + length));
-    return o + 12 + length;
-}
 
 static int container_begin(void *ctx, size_t z_size)
 {
