@@ -50,7 +50,7 @@ static inline int gf_png_paeth(int a, int b, int c)
      * branches: on photos the comparisons go either way at random */
     const int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
     const int b_or_c = pb <= pc ? b : c;
-    return (pa <= pb) & (pa <= pc) ? a : b_or_c;
+    return ((pa <= pb) & (pa <= pc)) ? a : b_or_c;
 }
 
 #endif
