@@ -3,8 +3,7 @@
  * RGB through OpenCV's fixed-point YCrCb, or each colour channel.
  *
  * The arithmetic is OpenCV's, operation by operation, in float where it
- * uses float (the build's -std=c11 keeps gcc from contracting to FMA), so
- * the results are its bytes. Two things differ only in memory: the padded
+ * uses float, never contracted to FMA, so the results are its bytes. Two things differ only in memory: the padded
  * image (BORDER_REFLECT_101) is read through index maps instead of copied,
  * and the tile look-up tables are built one tile row at a time, as the
  * interpolation reaches them, two rows held. */
@@ -18,6 +17,11 @@
 
 #include "tone.h"
 #include "util.h"
+
+/* gcc does not contract a * b + c under -std=c11; clang does unless told */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 typedef struct {
     const uint16_t *plane;      /* width * height samples */
