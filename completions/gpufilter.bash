@@ -35,7 +35,7 @@ _gpufilter()
             COMPREPLY=($(compgen -W "-m --mask -b --border --filter-alpha --no-autorotate -f --format
                 -q --quality --png-level --backend --device --devices --tile --kernel --fft --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
-                --max-pixels --max-memory --decode-timeout --equalize --normalize --auto-level
+                --max-pixels --max-memory --decode-timeout --equalize --clahe --normalize --auto-level
                 --stats --summary --gray --depth --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))
             return ;;
     esac

@@ -51,6 +51,10 @@ typedef struct {
 
 typedef struct gf_backend gf_backend;
 
+/* An operation implemented on the host: filters img (in host memory, at
+ * its depth) in place; 0, or -1 with the error set. */
+typedef int (*gf_host_op)(gf_image *img, const void *arg);
+
 struct gf_backend {
     const char *name;
     /* Take img's pixels into the backend's buffers: a copy (CUDA), or the
@@ -67,6 +71,9 @@ struct gf_backend {
      * if any, is never changed. colour is 1 (gray) or 3 (RGB). */
     int (*equalize)(gf_backend *self, gf_equalize_mode mode, int colour);
     int (*stretch)(gf_backend *self, const gf_stretch *how, int colour);
+    /* Run op on the current image in host memory: the CPU's own buffer;
+     * the GPU's image copied to the host and back (in place in strip mode). */
+    int (*on_host)(gf_backend *self, gf_host_op op, const void *arg);
     /* Histogram, min, max, sum and sum of squares of every channel. */
     int (*statistics)(gf_backend *self, gf_channel_stats *per_channel);
     /* Wait until every queued operation has completed. */

@@ -433,6 +433,11 @@ static int cpu_statistics(gf_backend *self, gf_channel_stats *per_channel)
     return 0;
 }
 
+static int cpu_on_host(gf_backend *self, gf_host_op op, const void *arg)
+{
+    return op(((cpu_backend *)self)->current, arg);
+}
+
 static int cpu_finish(gf_backend *self)
 {
     (void)self;
@@ -470,6 +475,7 @@ static gf_backend *new_cpu_backend(const gf_backend_options *options, int fast)
         .equalize = cpu_equalize,
         .stretch = cpu_stretch,
         .statistics = cpu_statistics,
+        .on_host = cpu_on_host,
         .finish = cpu_finish,
         .download = cpu_download,
         .destroy = cpu_destroy,

@@ -684,6 +684,25 @@ static int cuda_download(gf_backend *self, gf_image *img)
     return 0;
 }
 
+/* The image to the host, op, and back; in strip mode the image is in host
+ * memory already. */
+static int cuda_on_host(gf_backend *self, gf_host_op op, const void *arg)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    if (b->strips) {
+        gf_image view = {b->width, b->height, b->channels, b->host[b->host_current], 0, b->depth};
+        return op(&view, arg);
+    }
+    gf_image *img = gf_image_new_depth(b->width, b->height, b->channels, b->depth);
+    int status = img ? cuda_download(self, img) : -1;
+    if (status == 0)
+        status = op(img, arg);
+    if (status == 0)
+        status = gf_cuda_upload_copy(self, img);
+    gf_image_free(img);
+    return status;
+}
+
 static void cuda_destroy(gf_backend *self)
 {
     cuda_backend *b = (cuda_backend *)self;
@@ -777,6 +796,7 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options)
         .equalize = cuda_equalize,
         .stretch = cuda_stretch,
         .statistics = cuda_statistics,
+        .on_host = cuda_on_host,
         .finish = cuda_finish,
         .download = cuda_download,
         .destroy = cuda_destroy,

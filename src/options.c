@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ enum {
     OPT_STATS,
     OPT_EQUALIZE,
     OPT_NORMALIZE,
+    OPT_CLAHE,
     OPT_AUTO_LEVEL,
     OPT_MAX_PIXELS,
     OPT_FILES_FROM,
@@ -90,6 +92,11 @@ static void usage(FILE *out)
 "      --normalize[=B,W]  stretch contrast so that B%% of the pixels turn black\n"
 "                         and W%% white, on luminance, channels linked\n"
 "                         (default 2,1)\n"
+"      --clahe[=CLIP[,COLSxROWS[,MODE]]]\n"
+"                         contrast-limited adaptive histogram equalization, as\n"
+"                         OpenCV's createCLAHE(CLIP, (COLS, ROWS)) (default\n"
+"                         40,8x8; CLIP 0: no limit), on luminance (default) or\n"
+"                         MODE channels (each channel on its own)\n"
 "      --auto-level       stretch the darkest value to 0 and the brightest to\n"
 "                         255, over all colour channels\n"
 "      --gray             convert colour to luminance (BT.601, as --equalize)\n"
@@ -330,6 +337,35 @@ static int parse_tile(const char *s, int *width, int *height)
     return parse_int(left, 1, 1 << 16, width) < 0 || parse_int(x + 1, 1, 1 << 16, height) < 0 ? -1 : 0;
 }
 
+/* --clahe's "CLIP[,COLSxROWS[,MODE]]": OpenCV's clipLimit (finite, >= 0;
+ * 0 does not clip), tileGridSize of 1..256 a side, luminance or channels. */
+static int parse_clahe(const char *s, gf_clahe *how)
+{
+    char *end;
+    errno = 0;
+    how->clip = strtod(s, &end);
+    if (end == s || errno || !(how->clip >= 0.0) || !isfinite(how->clip))
+        return -1;
+    if (*end == '\0')
+        return 0;
+    char grid[32];
+    const char *field = end + 1, *comma = strchr(field, ',');
+    size_t n = comma ? (size_t)(comma - field) : strlen(field);
+    if (*end != ',' || n >= sizeof grid)
+        return -1;
+    memcpy(grid, field, n);
+    grid[n] = '\0';
+    if (parse_tile(grid, &how->tiles_x, &how->tiles_y) < 0 || how->tiles_x < 1 ||
+        how->tiles_x > 256 || how->tiles_y < 1 || how->tiles_y > 256)
+        return -1;
+    if (!comma)
+        return 0;
+    if (strcmp(comma + 1, "channels") != 0 && strcmp(comma + 1, "luminance") != 0)
+        return -1;
+    how->per_channel = strcmp(comma + 1, "channels") == 0;
+    return 0;
+}
+
 /* "all", or distinct device numbers separated by commas. */
 static int parse_devices(const char *s, gf_job *j)
 {
@@ -443,6 +479,15 @@ static int parse_operation_option(int c, const char *arg, gf_job *j)
             return usage_error("--normalize=%s: expected B,W: two percentages, each 0 or more, "
                                "summing to less than 100", arg);
         if (gf_pipeline_add_stretch(&j->pipeline, &how) < 0)
+            return out_of_memory();
+        break;
+    }
+    case OPT_CLAHE: {
+        gf_clahe how = {.clip = 40.0, .tiles_x = 8, .tiles_y = 8};
+        if (arg && parse_clahe(arg, &how) < 0)
+            return usage_error("--clahe=%s: expected CLIP[,COLSxROWS[,MODE]]: a clip limit of 0 "
+                               "or more, 1 to 256 tiles a side, luminance or channels", arg);
+        if (gf_pipeline_add_clahe(&j->pipeline, &how) < 0)
             return out_of_memory();
         break;
     }
@@ -709,6 +754,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"stats", optional_argument, NULL, OPT_STATS},
         {"equalize", optional_argument, NULL, OPT_EQUALIZE},
         {"normalize", optional_argument, NULL, OPT_NORMALIZE},
+        {"clahe", optional_argument, NULL, OPT_CLAHE},
         {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
         {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
         {"output-dir", required_argument, NULL, 'o'},

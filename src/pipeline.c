@@ -56,6 +56,16 @@ int gf_pipeline_add_stretch(gf_pipeline *pipeline, const gf_stretch *how)
     return append(pipeline, (gf_op){.kind = GF_OP_STRETCH, .stretch = *how});
 }
 
+int gf_pipeline_add_clahe(gf_pipeline *pipeline, const gf_clahe *how)
+{
+    return append(pipeline, (gf_op){.kind = GF_OP_CLAHE, .clahe = *how});
+}
+
+int gf_pipeline_add_diffuse(gf_pipeline *pipeline, const gf_diffuse *how)
+{
+    return append(pipeline, (gf_op){.kind = GF_OP_DIFFUSE, .diffuse = *how});
+}
+
 int gf_colour_channels(int channels)
 {
     return channels >= 3 ? 3 : 1;
@@ -97,6 +107,16 @@ int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int chan
         case GF_OP_STRETCH:
             status = backend->stretch(backend, &op->stretch, colour);
             break;
+        case GF_OP_CLAHE:
+            status = backend->on_host(backend, gf_clahe_image, &op->clahe);
+            break;
+        case GF_OP_DIFFUSE: {
+            gf_diffuse how = op->diffuse;  /* the job's border and alpha rule */
+            how.border = pipeline->border;
+            how.channels_filtered = filtered;
+            status = backend->on_host(backend, gf_diffuse_image, &how);
+            break;
+        }
         }
         if (status < 0)
             return status;

@@ -3,8 +3,10 @@
 #define GF_PIPELINE_H
 
 #include "backend.h"
+#include "clahe.h"
+#include "diffuse.h"
 
-typedef enum { GF_OP_CONVOLVE = 0, GF_OP_EQUALIZE, GF_OP_STRETCH } gf_op_kind;
+typedef enum { GF_OP_CONVOLVE = 0, GF_OP_EQUALIZE, GF_OP_STRETCH, GF_OP_CLAHE, GF_OP_DIFFUSE } gf_op_kind;
 
 typedef struct {
     gf_op_kind kind;
@@ -12,6 +14,8 @@ typedef struct {
     gf_mask *mask;              /* GF_OP_CONVOLVE, once loaded */
     gf_equalize_mode equalize;  /* GF_OP_EQUALIZE */
     gf_stretch stretch;         /* GF_OP_STRETCH */
+    gf_clahe clahe;             /* GF_OP_CLAHE */
+    gf_diffuse diffuse;         /* GF_OP_DIFFUSE */
 } gf_op;
 
 typedef struct {
@@ -33,6 +37,8 @@ int gf_pipeline_name_mask(gf_pipeline *pipeline, const char *name_or_path);
 int gf_pipeline_load_masks(gf_pipeline *pipeline);
 int gf_pipeline_add_equalize(gf_pipeline *pipeline, gf_equalize_mode mode);
 int gf_pipeline_add_stretch(gf_pipeline *pipeline, const gf_stretch *how);
+int gf_pipeline_add_clahe(gf_pipeline *pipeline, const gf_clahe *how);
+int gf_pipeline_add_diffuse(gf_pipeline *pipeline, const gf_diffuse *how);
 void gf_pipeline_free(gf_pipeline *pipeline);
 
 /* Channels a convolution filters: all of them, or all but the last (alpha)
