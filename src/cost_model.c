@@ -20,6 +20,7 @@
 #define CPU_TAP_NS 0.127
 #define CPU_DOUBLE_TAP_NS 0.246
 #define CPU_TONE_NS 3.3            /* a tone operation, one thread, per value */
+#define HOST_DIFFUSE_NS 15.0       /* a diffusion iteration, one thread, per value (pm-exp) */
 /* GPU */
 #define GPU_START_MS 229.0         /* cuInit, the primary context, buffers (beside the decode) */
 #define GPU_FIRST_LAUNCH_MS 80.0   /* the kernels' module, loaded at the first launch */
@@ -45,10 +46,13 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
                            double decode_ms, int cores, gf_cost_estimate *e)
 {
     const double values = (double)width * height * channels;
-    double cpu_ns = 0.0, gpu_passes = 0.0;
+    double cpu_ns = 0.0, gpu_passes = 0.0, host_ns = 0.0, host_copies = 0.0;
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
-        if (op->kind == GF_OP_CONVOLVE) {
+        if (op->kind == GF_OP_DIFFUSE) {  /* on the host on either route: the GPU copies too */
+            host_ns += values * op->diffuse.iterations * HOST_DIFFUSE_NS / cores;
+            host_copies += 1.0;
+        } else if (op->kind == GF_OP_CONVOLVE) {
             cpu_ns += values * mask_ns(op->mask) / cores;
             gpu_passes += 1.0;
         } else {
@@ -58,12 +62,13 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
     }
     *e = (gf_cost_estimate){0};
     e->cores = cores;
-    e->cpu_ms = cpu_ns / 1e6;
+    e->cpu_ms = (cpu_ns + host_ns) / 1e6;
     e->start_ms = GPU_START_MS;
     e->hidden_ms = decode_ms < GPU_START_MS ? decode_ms : GPU_START_MS;
-    e->copy_ms = (values / GPU_UPLOAD_BYTES_PER_NS + values / GPU_DOWNLOAD_BYTES_PER_NS) / 1e6;
+    e->copy_ms = (1.0 + host_copies) *
+                 (values / GPU_UPLOAD_BYTES_PER_NS + values / GPU_DOWNLOAD_BYTES_PER_NS) / 1e6;
     e->kernel_ms = GPU_FIRST_LAUNCH_MS + gpu_passes * 2.0 * values / GPU_BYTES_PER_NS / 1e6;
-    e->gpu_ms = e->start_ms - e->hidden_ms + e->copy_ms + e->kernel_ms;
+    e->gpu_ms = e->start_ms - e->hidden_ms + e->copy_ms + e->kernel_ms + host_ns / 1e6;
     e->use_gpu = e->gpu_ms < e->cpu_ms;
 }
 
