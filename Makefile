@@ -91,7 +91,7 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o exif.o orientation.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o mask_params.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -276,7 +276,7 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG) $(if $(JPEGLIB),-DGF_HAVE_JPEGLIB)
-FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask mask_params tone_report options pipeline clahe backend_cpu cpu_conv cost_model nvjpeg_codec
+FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask mask_params tone_report options pipeline clahe diffuse diffuse_k diffuse_params backend_cpu cpu_conv cost_model nvjpeg_codec
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options exif

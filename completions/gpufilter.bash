@@ -26,16 +26,17 @@ _gpufilter()
             return ;;
     esac
     case $cur in
-        --stats=*|--equalize=*)
+        --stats=*|--equalize=*|--diffuse=*)
             local values="table json"
             [[ $cur == --equalize=* ]] && values="luminance channels"
+            [[ $cur == --diffuse=* ]] && values="heat pm-exp pm-rational"
             COMPREPLY=($(compgen -P "${cur%%=*}=" -W "$values" -- "${cur#*=}"))
             return ;;
         -*)
             COMPREPLY=($(compgen -W "-m --mask -b --border --filter-alpha --no-autorotate -f --format
                 -q --quality --png-level --backend --device --devices --tile --kernel --fft --gpu-memory --output
                 --force -o --output-dir --files-from --suffix -j --jobs --shard --quiet
-                --max-pixels --max-memory --decode-timeout --equalize --clahe --normalize --auto-level
+                --max-pixels --max-memory --decode-timeout --equalize --clahe --normalize --auto-level --diffuse
                 --stats --summary --gray --depth --verify --csv -v --verbose --list-masks --list-devices --list-paths -h --help -V --version" -- "$cur"))
             return ;;
     esac

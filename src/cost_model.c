@@ -21,6 +21,7 @@
 #define CPU_DOUBLE_TAP_NS 0.246
 #define CPU_TONE_NS 3.3            /* a tone operation, one thread, per value */
 #define CPU_CLAHE_NS 9.0           /* --clahe, one thread, per value (6 to 12 measured), host on every backend */
+#define HOST_DIFFUSE_NS 15.0       /* a diffusion iteration, one thread, per value (pm-exp) */
 /* GPU */
 #define GPU_START_MS 229.0         /* cuInit, the primary context, buffers (beside the decode) */
 #define GPU_FIRST_LAUNCH_MS 80.0   /* the kernels' module, loaded at the first launch */
@@ -49,7 +50,10 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
     double cpu_ns = 0.0, gpu_passes = 0.0, host_ns = 0.0, host_trips = 0.0;
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
-        if (op->kind == GF_OP_CONVOLVE) {
+        if (op->kind == GF_OP_DIFFUSE) {  /* on the host on either route: the GPU copies too */
+            host_ns += values * op->diffuse.iterations * HOST_DIFFUSE_NS / cores;
+            host_trips += 1.0;
+        } else if (op->kind == GF_OP_CONVOLVE) {
             cpu_ns += values * mask_ns(op->mask) / cores;
             gpu_passes += 1.0;
         } else if (op->kind == GF_OP_CLAHE) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diffuse_params.h"
 #include "jpeg_turbo.h"
 #include "mask.h"
 #include "nvjpeg_codec.h"
@@ -52,6 +53,7 @@ enum {
     OPT_SUMMARY,
     OPT_CODEC,
     OPT_NO_AUTOROTATE,
+    OPT_DIFFUSE,
 };
 
 void gf_job_init(gf_job *j)
@@ -99,6 +101,15 @@ static void usage(FILE *out)
 "                         MODE channels (each channel on its own)\n"
 "      --auto-level       stretch the darkest value to 0 and the brightest to\n"
 "                         255, over all colour channels\n"
+"      --diffuse[=KIND[:KEY=VALUE,...]]\n"
+"                         iterative diffusion in double precision, rounded\n"
+"                         once at the end: KIND heat (linear), pm-exp\n"
+"                         (Perona-Malik, g = exp(-(|d|/K)^2); the default) or\n"
+"                         pm-rational (g = 1/(1+(|d|/K)^2)); keys iterations\n"
+"                         (16), step (0.2, at most 0.25), k (default: the\n"
+"                         percentile of the gradient magnitudes), percentile\n"
+"                         (90), e.g. --diffuse=pm-exp:iterations=20,k=12;\n"
+"                         follows -b and --filter-alpha as masks do\n"
 "      --gray             convert colour to luminance (BT.601, as --equalize)\n"
 "                         right after decoding: RGB -> gray, RGBA -> gray+alpha\n"
 "      --depth 8|16       bits a sample, set right after decoding: 8 rounds\n"
@@ -497,6 +508,14 @@ static int parse_operation_option(int c, const char *arg, gf_job *j)
             return out_of_memory();
         break;
     }
+    case OPT_DIFFUSE: {
+        gf_diffuse how;
+        if (gf_diffuse_parse(arg ? arg : "pm-exp", &how) < 0)
+            return usage_error("%s", gf_error() + strlen("gpufilter: "));
+        if (gf_pipeline_add_diffuse(&j->pipeline, &how) < 0)
+            return out_of_memory();
+        break;
+    }
     case OPT_GRAY:
         j->gray = 1;
         break;
@@ -756,6 +775,7 @@ int gf_parse_options(int argc, char **argv, gf_job *j)
         {"normalize", optional_argument, NULL, OPT_NORMALIZE},
         {"clahe", optional_argument, NULL, OPT_CLAHE},
         {"auto-level", no_argument, NULL, OPT_AUTO_LEVEL},
+        {"diffuse", optional_argument, NULL, OPT_DIFFUSE},
         {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
         {"output-dir", required_argument, NULL, 'o'},
         {"files-from", required_argument, NULL, OPT_FILES_FROM},
@@ -818,6 +838,9 @@ int gf_job_prepare(gf_job *j)
         gf_image_set_max_pixels(j->max_pixels);
     gf_image_set_autorotate(j->autorotate);
     gf_image_set_budget_depth(j->depth);
+    for (int i = 0; i < j->pipeline.count; i++)  /* -v given anywhere on the line */
+        if (j->pipeline.ops[i].kind == GF_OP_DIFFUSE)
+            j->pipeline.ops[i].diffuse.log = j->verbose ? stderr : NULL;
     if (gf_pipeline_load_masks(&j->pipeline) < 0) {
         fprintf(stderr, "%s\n", gf_error());
         return GF_EXIT_USAGE;

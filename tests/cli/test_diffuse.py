@@ -1,0 +1,250 @@
+"""--diffuse: linear heat and Perona-Malik diffusion (docs/diffuse.md), on
+the reference backend and the one under test (cpu; cuda runs the same host
+code through its on_host path).
+
+The oracle is an independent numpy implementation of the same explicit
+scheme in float64: u' = u + step * (f(u_N - u) + f(u_S - u) + f(u_W - u)
++ f(u_E - u)), f(d) = g(|d|) d, neighbours from np.pad with the border's
+numpy mode; K from numpy.percentile (linear) of the forward-difference
+gradient magnitudes of the input over the filtered channels; np.rint and
+clip once at the end. Rule: exact equality, except by one where the
+float64 value lies within 1e-6 of k + 1/2 (the two sum in other orders).
+
+    python3 -m pytest tests/cli/test_diffuse.py -q --backend cpu
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+from gftest import as3d, read_deep, write_png
+from test_cli import check_error
+from test_depth16_ops import write16
+
+BORDERS = ["nearest", "constant", "reflect", "mirror", "wrap"]
+NUMPY_MODE = {"nearest": "edge", "constant": "constant", "reflect": "symmetric",
+              "mirror": "reflect", "wrap": "wrap"}
+KINDS = ["heat", "pm-exp", "pm-rational"]
+
+
+# ---------------------------------------------------------------------------
+# the oracle
+
+
+def pad(u, border):
+    return np.pad(u, 1, mode=NUMPY_MODE[border])
+
+
+def flux(kind, d, k):
+    if kind == "heat":
+        return d
+    r = (d / k) ** 2
+    return (np.exp(-r) if kind == "pm-exp" else 1.0 / (1.0 + r)) * d
+
+
+def percentile_k(planes, border, percentile):
+    mags = []
+    for u in planes:
+        p = pad(u, border)
+        dx, dy = p[1:-1, 2:] - u, p[2:, 1:-1] - u
+        mags.append(np.sqrt(dx * dx + dy * dy).ravel())
+    return float(np.percentile(np.concatenate(mags), percentile))
+
+
+def diffuse_plane(u, kind, iterations, step, k, border):
+    if kind != "heat" and k == 0.0:
+        return u
+    for _ in range(iterations):
+        p = pad(u, border)
+        north, south = p[:-2, 1:-1], p[2:, 1:-1]
+        west, east = p[1:-1, :-2], p[1:-1, 2:]
+        total = ((flux(kind, north - u, k) + flux(kind, south - u, k)) +
+                 flux(kind, west - u, k)) + flux(kind, east - u, k)
+        u = u + step * total
+    return u
+
+
+def oracle(img, kind, iterations=16, step=0.2, k=None, percentile=90.0, border="nearest",
+           filter_alpha=False):
+    """(the unrounded float64 result, K used)."""
+    img = as3d(img)
+    c = img.shape[2]
+    filtered = c - 1 if c in (2, 4) and not filter_alpha else c
+    planes = [img[:, :, i].astype(np.float64) for i in range(filtered)]
+    if kind != "heat" and not k:
+        k = percentile_k(planes, border, percentile)
+    out = img.astype(np.float64)
+    for i, u in enumerate(planes):
+        out[:, :, i] = diffuse_plane(u, kind, iterations, step, k or 0.0, border)
+    return out, k
+
+
+def check(got, exact, top, what):
+    got = as3d(got).astype(np.int64)
+    want = np.clip(np.rint(exact), 0, top).astype(np.int64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    tie = np.abs(exact - np.floor(exact) - 0.5) < 1e-6
+    bad = (got != want) & ~(tie & (np.abs(got - want) <= 1))
+    if bad.any():
+        y, x, c = np.argwhere(bad)[0]
+        pytest.fail(f"{what}: {int(bad.sum())} samples differ; first at ({x}, {y}) channel {c}: "
+                    f"got {got[y, x, c]}, expected {want[y, x, c]} (exact {exact[y, x, c]!r})")
+
+
+# ---------------------------------------------------------------------------
+# running
+
+
+def spec(kind, iterations=None, step=None, k=None, percentile=None):
+    keys = [f"{n}={v}" for n, v in (("iterations", iterations), ("step", step), ("k", k),
+                                    ("percentile", percentile)) if v is not None]
+    return f"--diffuse={kind}" + (":" + ",".join(keys) if keys else "")
+
+
+def run(gf, tmp_path, img, args, backend, depth=8, tag="x"):
+    src = tmp_path / f"in-{tag}.png"
+    if depth == 16:
+        write16(src, img)
+    else:
+        write_png(src, img)
+    dst = tmp_path / f"out-{tag}-{backend}.png"
+    r = gf.run("--backend", backend, *args, str(src), str(dst)).ok()
+    got = read_deep(dst)
+    assert got.dtype == (np.uint16 if depth == 16 else np.uint8)
+    return got, r
+
+
+def smooth_noise(rng, h, w, c, top=255):
+    """Flat regions, a step edge and noise: something for K to separate."""
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.where(x < w // 2, 0.25, 0.75) * top + (y * 0.1 * top / max(h, 1))
+    img = base[:, :, None] + rng.normal(0, top * 0.04, (h, w, c))
+    return np.clip(np.rint(img), 0, top).astype(np.uint16 if top > 255 else np.uint8)
+
+
+@pytest.fixture(params=["reference", "tested"])
+def on(request, backend):
+    return "reference" if request.param == "reference" else backend
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261129)
+
+
+# ---------------------------------------------------------------------------
+# against the oracle
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_kinds_and_borders(gf, tmp_path, rng, on, kind, border):
+    img = smooth_noise(rng, 19, 23, 3)
+    got, _ = run(gf, tmp_path, img, [spec(kind, iterations=20), "-b", border], on)
+    exact, _ = oracle(img, kind, iterations=20, border=border)
+    check(got, exact, 255, f"{kind} -b {border}")
+    assert not np.array_equal(got, img), "nothing diffused"
+
+
+@pytest.mark.parametrize("filter_alpha", [False, True], ids=["alpha-kept", "filter-alpha"])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_channels(gf, tmp_path, rng, on, channels, filter_alpha):
+    img = smooth_noise(rng, 16, 21, channels)
+    extra = ["--filter-alpha"] if filter_alpha else []
+    got, _ = run(gf, tmp_path, img, [spec("pm-rational", iterations=5), "-b", "reflect", *extra], on)
+    exact, _ = oracle(img, "pm-rational", iterations=5, border="reflect", filter_alpha=filter_alpha)
+    check(got, exact, 255, f"{channels} channels")
+    if channels in (2, 4) and not filter_alpha:
+        assert np.array_equal(as3d(got)[:, :, -1], as3d(img)[:, :, -1]), "alpha changed"
+
+
+@pytest.mark.parametrize("border", ["nearest", "constant", "wrap"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_16_bit(gf, tmp_path, rng, on, kind, border):
+    img = smooth_noise(rng, 17, 15, 3, top=65535)
+    got, _ = run(gf, tmp_path, img, [spec(kind, iterations=8, step=0.25), "-b", border], on,
+                 depth=16)
+    exact, _ = oracle(img, kind, iterations=8, step=0.25, border=border)
+    check(got, exact, 65535, f"16-bit {kind} -b {border}")
+
+
+@pytest.mark.parametrize("iterations", [1, 20])
+@pytest.mark.parametrize("k", [None, 6.5, 40])
+def test_k_given_or_percentile(gf, tmp_path, rng, on, k, iterations):
+    img = smooth_noise(rng, 20, 20, 1)
+    got, _ = run(gf, tmp_path, img, [spec("pm-exp", iterations=iterations, k=k)], on)
+    exact, _ = oracle(img, "pm-exp", iterations=iterations, k=k)
+    check(got, exact, 255, f"k={k} iterations={iterations}")
+
+
+@pytest.mark.parametrize("percentile", [0, 50, 99.5, 100])
+def test_percentile_and_verbose_k(gf, tmp_path, rng, on, percentile):
+    img = smooth_noise(rng, 18, 13, 4)
+    got, r = run(gf, tmp_path, img, ["-v", spec("pm-exp", iterations=3, percentile=percentile),
+                                      "-b", "mirror"], on)
+    exact, k = oracle(img, "pm-exp", iterations=3, percentile=percentile, border="mirror")
+    check(got, exact, 255, f"percentile {percentile}")
+    line = re.search(r"diffuse: pm-exp, 3 iterations, step 0\.2, K (\S+) \(percentile", r.err)
+    assert line, f"no -v line for the diffusion: {r.err!r}"
+    assert float(line.group(1)) == pytest.approx(k, rel=1e-5)
+
+
+def test_positional_values_and_default_kind(gf, tmp_path, rng, on):
+    img = smooth_noise(rng, 12, 14, 1)
+    got, _ = run(gf, tmp_path, img, ["--diffuse=heat:7,0.125"], on)
+    check(got, oracle(img, "heat", iterations=7, step=0.125)[0], 255, "heat:7,0.125")
+    got, _ = run(gf, tmp_path, img, ["--diffuse"], on, tag="bare")
+    check(got, oracle(img, "pm-exp")[0], 255, "bare --diffuse (pm-exp, defaults)")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_constant_image_stays(gf, tmp_path, on, kind):
+    img = np.full((9, 11, 3), 137, np.uint8)
+    got, _ = run(gf, tmp_path, img, [spec(kind, iterations=20, step=0.25)], on)
+    assert np.array_equal(got, img)
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("shape", [(1, 9), (9, 1), (2, 2), (1, 1)], ids=lambda s: f"{s[1]}x{s[0]}")
+def test_awkward_sizes(gf, tmp_path, rng, on, shape, border):
+    img = rng.integers(0, 256, (*shape, 1), dtype=np.uint8)
+    got, _ = run(gf, tmp_path, img, [spec("pm-exp", iterations=4, k=30), "-b", border], on)
+    check(got, oracle(img, "pm-exp", iterations=4, k=30, border=border)[0], 255,
+          f"{shape[1]}x{shape[0]} -b {border}")
+
+
+def test_composes_in_order(gf, tmp_path, rng, on):
+    """--diffuse then --auto-level: the stretch works on the rounded diffusion."""
+    img = smooth_noise(rng, 15, 15, 1)
+    got, _ = run(gf, tmp_path, img, ["--diffuse=heat:iterations=2", "--auto-level"], on)
+    u = np.clip(np.rint(oracle(img, "heat", iterations=2)[0]), 0, 255)
+    lo, hi = u.min(), u.max()
+    want = np.floor((u - lo) * 255.0 / (hi - lo) + 0.5) if hi > lo else u
+    assert np.abs(as3d(got).astype(int) - want.astype(int)).max() <= 1
+
+
+# ---------------------------------------------------------------------------
+# refused
+
+
+@pytest.mark.parametrize("value, tokens", [
+    ("blur", ("unknown kind", "heat, pm-exp, pm-rational")),
+    ("heat:step=0.3", ("step", "0.25")),
+    ("pm-exp:step=0", ("step",)),
+    ("pm-exp:iterations=0", ("iterations",)),
+    ("pm-exp:iterations=2.5", ("iterations", "whole number")),
+    ("pm-exp:k=-1", ("k",)),
+    ("pm-exp:percentile=101", ("percentile",)),
+    ("heat:k=4", ("iterations, step",)),
+    ("pm-exp:sigma=2", ("iterations, step, k, percentile",)),
+    ("pm-exp:iterations=3,iterations=4", ("given twice",)),
+    ("pm-exp:iterations=3,0.2", ("without its key",)),
+    ("pm-rational:4,0.1,5,50,9", ("iterations, step, k, percentile",)),
+])
+def test_refused(gf, tmp_path, value, tokens):
+    src = tmp_path / "in.png"
+    write_png(src, np.zeros((4, 4), np.uint8))
+    r = gf.run(f"--diffuse={value}", str(src), str(tmp_path / "out.png"))
+    check_error(r, 2, tokens)
+    assert not (tmp_path / "out.png").exists()
