@@ -73,36 +73,37 @@ static double finish_value(double exact, double top)
     return v > 0.0 ? (v < top ? v : top) : 0.0;
 }
 
-void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
-                   int channels, int channels_filtered, const gf_mask *mask, gf_border border)
+/* Every value of the reference convolution, at either depth. */
+static void conv_reference(const void *src, void *dst, int depth, int width, int height,
+                           int channels, int channels_filtered, const gf_mask *mask,
+                           gf_border border)
 {
+    const double top = depth == 16 ? 65535.0 : 255.0;
     for (int y = 0; y < height; y++)
         for (int x = 0; x < width; x++)
             for (int c = 0; c < channels; c++) {
-                size_t at = ((size_t)y * width + x) * channels + c;
-                if (c >= channels_filtered) {
-                    dst[at] = src[at];
-                    continue;
-                }
-                dst[at] = (unsigned char)finish_value(
-                    conv_exact(src, 8, width, height, channels, mask, border, x, y, c), 255.0);
+                const size_t at = ((size_t)y * width + x) * channels + c;
+                const double v = c >= channels_filtered
+                                     ? sample_at(src, depth, at)
+                                     : finish_value(conv_exact(src, depth, width, height, channels,
+                                                               mask, border, x, y, c), top);
+                if (depth == 16)
+                    ((uint16_t *)dst)[at] = (uint16_t)v;
+                else
+                    ((unsigned char *)dst)[at] = (unsigned char)v;
             }
+}
+
+void gf_conv2d_cpu(const unsigned char *src, unsigned char *dst, int width, int height,
+                   int channels, int channels_filtered, const gf_mask *mask, gf_border border)
+{
+    conv_reference(src, dst, 8, width, height, channels, channels_filtered, mask, border);
 }
 
 void gf_conv2d_cpu16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
                      int channels_filtered, const gf_mask *mask, gf_border border)
 {
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++)
-            for (int c = 0; c < channels; c++) {
-                size_t at = ((size_t)y * width + x) * channels + c;
-                if (c >= channels_filtered) {
-                    dst[at] = src[at];
-                    continue;
-                }
-                dst[at] = (uint16_t)finish_value(
-                    conv_exact(src, 16, width, height, channels, mask, border, x, y, c), 65535.0);
-            }
+    conv_reference(src, dst, 16, width, height, channels, channels_filtered, mask, border);
 }
 
 /* ---- tone operations -------------------------------------------------------- */
