@@ -3,10 +3,11 @@
  * RGB through OpenCV's fixed-point YCrCb, or each colour channel.
  *
  * The arithmetic is OpenCV's, operation by operation, in float where it
- * uses float, never contracted to FMA, so the results are its bytes. Two things differ only in memory: the padded
- * image (BORDER_REFLECT_101) is read through index maps instead of copied,
- * and the tile look-up tables are built one tile row at a time, as the
- * interpolation reaches them, two rows held. */
+ * uses float, never contracted to FMA, so the results are its bytes. Two
+ * things differ, in memory only: the padded image (BORDER_REFLECT_101) is
+ * read through index maps instead of copied, and the tile look-up tables
+ * are built one tile row at a time, as the interpolation reaches them, two
+ * rows held. */
 #include "clahe.h"
 
 #include <limits.h>
