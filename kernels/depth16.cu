@@ -3,14 +3,20 @@
  *
  * Convolution keeps the reference's arithmetic (backend_cpu.c): integer
  * weights whose sums cannot pass 2^31 (65535 x sum |w|; the host checks)
- * are summed exactly in int, every other mask in double, whose error
- * (~1e-16 relative) only shows on an exact tie; float sums would be off by
- * one on a few percent of values at 16 bits. The finish (scale, offset,
- * combine, unsharp, round half to even, clamp to 0..65535) is the
- * reference's in double.
- *   direct     any mask: one output a thread (all its channels), each tap
- *              one vector load through L1; blocks that do not reach the
- *              border skip its mapping. 3x3 RGBA is memory-bound.
+ * are summed exactly in int, every other mask in double with each product
+ * and sum rounded on its own (never fused), as the reference rounds them;
+ * float sums would be off by one on a few percent of values at 16 bits.
+ * One integer matrix with an integer scale and offset is finished exactly
+ * in integers (in float through a magic constant for sums under 2^21, else
+ * a multiply-shift division); every other finish (scale, offset, combine,
+ * unsharp, round half to even, clamp to 0..65535) is the reference's in
+ * double.
+ *   direct     any mask: 3x3 and 5x5 with four adjacent outputs a thread
+ *              (each input loaded once for the four, the weights in
+ *              registers), other sizes one output a thread; each tap one
+ *              vector load through L1; the border's mapping is compiled
+ *              only into the blocks that reach it. Bound by the integer
+ *              ALU pipe at 3x3 (bench/RESULTS.md).
  *   separable  one matrix, column x row: a row pass into planar double
  *              scratch, then a column pass; width + height taps a value.
  *
