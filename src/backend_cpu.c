@@ -110,27 +110,34 @@ void gf_conv2d_cpu16(const uint16_t *src, uint16_t *dst, int width, int height, 
 
 /* One channel's histogram (one bin a value), sum, sum of squares and range,
  * over samples of 'depth' bits. */
+#define MEASURE_SAMPLES(samples, count, channels, c, s)           \
+    do {                                                          \
+        for (size_t i_ = 0; i_ < (count); i_++) {                 \
+            const unsigned v_ = (samples)[i_ * (channels) + (c)];  \
+            (s)->histogram[v_]++;                                 \
+            (s)->sum += v_;                                       \
+            (s)->sum_squares += (unsigned long long)v_ * v_;      \
+            if ((int)v_ < (s)->min)                               \
+                (s)->min = (int)v_;                               \
+            if ((int)v_ > (s)->max)                               \
+                (s)->max = (int)v_;                               \
+        }                                                         \
+    } while (0)
+
+/* One channel's histogram (one bin a value), sum, sum of squares and range,
+ * over samples of 'depth' bits. */
 static void measure_channel(const void *pixels, int depth, size_t count, int channels, int c,
                             gf_channel_stats *s)
 {
-    const unsigned char *bytes = pixels;
-    const uint16_t *wide = pixels;
     memset(s->histogram, 0, (size_t)(depth == 16 ? GF_BINS16 : GF_BINS) * sizeof s->histogram[0]);
     s->sum = s->sum_squares = 0;
     s->max = 0;
     s->depth = depth;
     s->min = depth == 16 ? 65535 : 255;
-    for (size_t i = 0; i < count; i++) {
-        const size_t at = i * (size_t)channels + (size_t)c;
-        const unsigned v = depth == 16 ? wide[at] : bytes[at];
-        s->histogram[v]++;
-        s->sum += v;
-        s->sum_squares += (unsigned long long)v * v;
-        if ((int)v < s->min)
-            s->min = (int)v;
-        if ((int)v > s->max)
-            s->max = (int)v;
-    }
+    if (depth == 16)
+        MEASURE_SAMPLES((const uint16_t *)pixels, count, channels, c, s);
+    else
+        MEASURE_SAMPLES((const unsigned char *)pixels, count, channels, c, s);
 }
 
 void gf_statistics_cpu(const unsigned char *pixels, size_t count, int channels,
@@ -191,6 +198,19 @@ void gf_equalize_cpu(unsigned char *pixels, size_t count, int channels, gf_equal
     }
 }
 
+/* lo, hi: the least and greatest of the colour channels' samples, over a
+ * pixel array of either sample type (lo and hi start at the type's top and
+ * at 0). */
+#define COLOUR_RANGE(pixels, count, channels, colour, lo, hi)       \
+    do {                                                            \
+        for (size_t i_ = 0; i_ < (count); i_++)                     \
+            for (int c_ = 0; c_ < (colour); c_++) {                 \
+                const int v_ = (pixels)[i_ * (channels) + c_];      \
+                (lo) = v_ < (lo) ? v_ : (lo);                       \
+                (hi) = v_ > (hi) ? v_ : (hi);                       \
+            }                                                       \
+    } while (0)
+
 void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_stretch *how,
                     int colour)
 {
@@ -205,12 +225,7 @@ void gf_stretch_cpu(unsigned char *pixels, size_t count, int channels, const gf_
         cumulate(hist, cdf, GF_BINS);
         gf_normalize_limits(cdf, how->black, how->white, &lo, &hi);
     } else {
-        for (size_t i = 0; i < count; i++)
-            for (int c = 0; c < colour; c++) {
-                int v = pixels[i * channels + c];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-            }
+        COLOUR_RANGE(pixels, count, channels, colour, lo, hi);
     }
     unsigned char lut[GF_BINS];
     gf_stretch_lut(lo, hi, lut);
@@ -300,12 +315,7 @@ int gf_stretch_cpu16(uint16_t *pixels, size_t count, int channels, const gf_stre
         cumulate(t->hist, t->cdf, GF_BINS16);
         gf_normalize_limits_bins(t->cdf, GF_BINS16, how->black, how->white, &lo, &hi);
     } else {
-        for (size_t i = 0; i < count; i++)
-            for (int c = 0; c < colour; c++) {
-                int v = pixels[i * channels + c];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-            }
+        COLOUR_RANGE(pixels, count, channels, colour, lo, hi);
     }
     gf_stretch_lut16(lo, hi, t->lut);
     for (int c = 0; c < colour; c++)

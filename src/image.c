@@ -83,47 +83,34 @@ void gf_image_free(gf_image *img)
     free(img);
 }
 
-static void to_gray16(gf_image *img)
-{
-    const int c = img->channels;
-    const size_t n = (size_t)img->width * (size_t)img->height;
-    uint16_t *p = (uint16_t *)(void *)img->pixels;
-    for (size_t i = 0; i < n; i++) {  /* in place, as below */
-        const uint16_t *rgb = p + i * (size_t)c;
-        const uint16_t luma = (uint16_t)gf_luma(rgb[0], rgb[1], rgb[2]);
-        if (c == 4) {
-            const uint16_t alpha = rgb[3];
-            p[2 * i] = luma;
-            p[2 * i + 1] = alpha;
-        } else {
-            p[i] = luma;
-        }
-    }
-}
+/* RGB(A) -> gray(+alpha) in place over samples of type T: each write lands
+ * at or before its read. */
+#define TO_GRAY(T, pixels, n, c)                                                  \
+    do {                                                                          \
+        T *p_ = (T *)(void *)(pixels);                                            \
+        for (size_t i = 0; i < (n); i++) {                                        \
+            const T *rgb = p_ + i * (size_t)(c);                                  \
+            const T luma = (T)gf_luma(rgb[0], rgb[1], rgb[2]);                    \
+            if ((c) == 4) {                                                       \
+                const T alpha = rgb[3];                                           \
+                p_[2 * i] = luma;                                                 \
+                p_[2 * i + 1] = alpha;                                            \
+            } else {                                                              \
+                p_[i] = luma;                                                     \
+            }                                                                     \
+        }                                                                         \
+    } while (0)
 
 void gf_image_to_gray(gf_image *img)
 {
     const int c = img->channels;
     if (c < 3)
         return;
-    if (img->depth == 16) {
-        to_gray16(img);
-        img->channels = c == 4 ? 2 : 1;
-        return;
-    }
     const size_t n = (size_t)img->width * (size_t)img->height;
-    unsigned char *p = img->pixels;
-    for (size_t i = 0; i < n; i++) {  /* in place: each write lands at or before its read */
-        const unsigned char *rgb = p + i * (size_t)c;
-        const unsigned char luma = (unsigned char)gf_luma(rgb[0], rgb[1], rgb[2]);
-        if (c == 4) {
-            const unsigned char alpha = rgb[3];
-            p[2 * i] = luma;
-            p[2 * i + 1] = alpha;
-        } else {
-            p[i] = luma;
-        }
-    }
+    if (img->depth == 16)
+        TO_GRAY(uint16_t, img->pixels, n, c);  /* gf_luma's int sums hold 16-bit samples */
+    else
+        TO_GRAY(unsigned char, img->pixels, n, c);
     img->channels = c == 4 ? 2 : 1;
 }
 
@@ -506,6 +493,19 @@ static void append_bytes(void *context, void *data, int size)
 static int encode_8bit(const gf_image *img, gf_format format, int quality, unsigned char **data,
                       size_t *size);
 
+/* png_encode.c at the image's depth: GF_PNG_DONE, FAILED (the error set)
+ * or NOT_HANDLED (stb_image_write takes an 8-bit image then). */
+static int encode_png(const gf_image *img, unsigned char **data, size_t *size)
+{
+    if ((size_t)img->width * (size_t)img->channels * (size_t)gf_image_sample_bytes(img) >
+        INT_MAX) {
+        gf_set_error("image too wide for PNG encoding");
+        return GF_PNG_FAILED;
+    }
+    return gf_png_encode(img->pixels, img->width, img->height, img->channels, img->depth,
+                         stbi_write_png_compression_level, data, size);
+}
+
 /* A 16-bit image to a format of 8 bits a sample: a copy rounded to 8 bits
  * (round(v / 257)) is encoded. */
 static int encode_reduced(const gf_image *img, gf_format format, int quality,
@@ -540,18 +540,10 @@ int gf_image_encode(const gf_image *img, gf_format format, int quality,
         return encode_8bit(img, format, quality, data, size);
     if (format != GF_FORMAT_PNG)
         return encode_reduced(img, format, quality, data, size);
-    if ((size_t)img->width * (size_t)img->channels > INT_MAX / 2) {
-        gf_set_error("image too wide for PNG encoding");
-        return -1;
-    }
-    switch (gf_png_encode(img->pixels, img->width, img->height, img->channels, 16,
-                          stbi_write_png_compression_level, data, size)) {
-    case GF_PNG_DONE: return 0;
-    case GF_PNG_FAILED: return -1;
-    default:
-        gf_set_error("cannot encode the image as png");  /* not reached: every shape is handled */
-        return -1;
-    }
+    const int status = encode_png(img, data, size);
+    if (status == GF_PNG_NOT_HANDLED)  /* not reached: every 16-bit shape is handled */
+        gf_set_error("cannot encode the image as png");
+    return status == GF_PNG_DONE ? 0 : -1;
 }
 
 static int encode_8bit(const gf_image *img, gf_format format, int quality, unsigned char **data,
@@ -562,11 +554,7 @@ static int encode_8bit(const gf_image *img, gf_format format, int quality, unsig
     const int w = img->width, h = img->height, c = img->channels;
     switch (format) {
     case GF_FORMAT_PNG:
-        if ((size_t)w * (size_t)c > INT_MAX) {
-            gf_set_error("image too wide for PNG encoding");
-            return -1;
-        }
-        switch (gf_png_encode(img->pixels, w, h, c, 8, stbi_write_png_compression_level, data, size)) {
+        switch (encode_png(img, data, size)) {
         case GF_PNG_DONE: return 0;
         case GF_PNG_FAILED: return -1;
         default: break;
