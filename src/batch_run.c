@@ -132,9 +132,14 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
         return -1;
     }
     double t1 = gf_now_ms();
-    gf_channel_stats stats[4];
-    int status = gf_pipeline_run(&job->pipeline, backend, img, job->stats ? stats : NULL,
-                                 item->output != NULL, NULL);
+    /* 65536 bins a channel: on the heap, and only for --stats */
+    gf_channel_stats *stats = job->stats ? calloc(4, sizeof *stats) : NULL;
+    int status = job->stats && !stats
+                     ? -1
+                     : gf_pipeline_run(&job->pipeline, backend, img, stats, item->output != NULL,
+                                       NULL);
+    if (job->stats && !stats)
+        gf_set_error("out of memory for the statistics");
     if (status == -1)
         gf_error_name_file(item->input);
     double t2 = gf_now_ms();
@@ -143,6 +148,7 @@ static int process_item(batch_run *run, gf_backend *backend, const gf_batch_item
         print_stats(run, item->input, img->width, img->height, img->channels, stats);
         pthread_mutex_unlock(&run->report_lock);
     }
+    free(stats);
     if (status == 0 && item->output)
         status = gf_image_save(img, item->output, job->format, job->quality);
     atomic_fetch_add(&run->decoded_on_cpu, 1);

@@ -148,9 +148,11 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
     gf_image *reference = j->verify ? copy_of(img) : NULL;
     double t2 = gf_now_ms();
     gf_pipeline_times times = {0};
-    gf_channel_stats stats[4];
-    if (j->verify && !reference) {
-        gf_set_error("%s: out of memory for --verify's copy", j->input);
+    /* 65536 bins a channel: on the heap, and only for --stats */
+    gf_channel_stats *stats = j->stats ? calloc(4, sizeof *stats) : NULL;
+    if ((j->verify && !reference) || (j->stats && !stats)) {
+        gf_set_error("%s: out of memory for %s", j->input,
+                     j->stats && !stats ? "the statistics" : "--verify's copy");
         gf_image_free(img);
         img = NULL;
     }
@@ -179,6 +181,7 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
                 img->channels, img->depth == 16 ? " 16-bit" : "", backend->name, decode_ms, times.upload_ms, times.filter_ms,
                 times.download_ms, gf_now_ms() - t2);
+    free(stats);
     gf_image_free(reference);
     gf_image_free(img);
     return status;
