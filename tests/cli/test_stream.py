@@ -183,6 +183,9 @@ def test_a_large_jpeg_streams_by_default(gf, tmp_path):
     peak, err = peak_memory_mib([gf.path, "--backend", "cpu", "-v", "-m", "box3", src,
                                  tmp_path / "out.jpg"])
     assert STREAMED in err
-    assert peak < 160, f"peak {peak:.0f} MiB for a 256 MiB image"
+    # the call's memory over the program's own at start (about 6 MiB, 19 under
+    # AddressSanitizer, whose shadow of the binary is not the call's)
+    base, _ = peak_memory_mib([gf.path, "--version"])
+    assert peak - base < 154, f"peak {peak:.0f} MiB ({base:.0f} at start) for a 256 MiB image"
     out = cv2.imread(str(tmp_path / "out.jpg"), cv2.IMREAD_UNCHANGED)
     assert out.shape == (16384, 16384)
