@@ -105,7 +105,7 @@ UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif $(BUILD)/
 # the host code and kernels without main(), for the tools and checks that link them
 LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
-.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 plan-dump
+.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 bench-clahe plan-dump
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -377,4 +377,11 @@ $(BUILD)/gpufilter-bench: $(BENCH_MAIN) $(BENCH_OBJ) $(KERNEL_OBJ)
 bench-depth16: $(BUILD)/depth16-bench
 $(BUILD)/depth16-bench: bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o kernels/depth16.h src/border.h src/mask.h
 	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o
+# the CLAHE chain against the device copy, checked against the host
+# (bench/clahe_bench.cu; OpenCV's CPU time: bench/clahe_opencv.py)
+bench-clahe: $(BUILD)/clahe-bench
+$(BUILD)/obj/clahe_bench.o: bench/clahe_bench.cu kernels/clahe_gpu.h src/clahe.h src/image.h | $(BUILD)/obj
+	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc -c -o $@ $<
+$(BUILD)/clahe-bench: $(BUILD)/obj/clahe_bench.o $(KERNEL_BUILD)/obj/clahe_gpu.o $(BUILD)/obj/clahe.o $(BUILD)/obj/util.o
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 # ---- end bench ----------------------------------------------------------------------
