@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "border.h"
+#include "clahe.h"
 #include "image.h"
 #include "mask.h"
 #include "tone.h"
@@ -74,6 +75,9 @@ struct gf_backend {
     /* Run op on the current image in host memory: the CPU's own buffer;
      * the GPU's image copied to the host and back (in place in strip mode). */
     int (*on_host)(gf_backend *self, gf_host_op op, const void *arg);
+    /* CLAHE on the backend's own buffers (gf_clahe_image's bytes); NULL:
+     * the pipeline runs gf_clahe_image through on_host. */
+    int (*clahe)(gf_backend *self, const gf_clahe *how);
     /* Histogram, min, max, sum and sum of squares of every channel. */
     int (*statistics)(gf_backend *self, gf_channel_stats *per_channel);
     /* Wait until every queued operation has completed. */

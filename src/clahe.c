@@ -31,7 +31,7 @@ typedef struct {
     int tile_w, tile_h;         /* of the padded image */
     int bins;                   /* 256, or 65536 at 16 bits */
     int clip_limit;             /* per bin; 0: no clipping */
-    float lut_scale;
+    float lut_scale, inv_tw, inv_th;
     int *xmap, *ymap;           /* padded coordinate -> the plane's */
     int *hist;
     uint16_t *luts[2];          /* tile rows, by row parity */
@@ -52,14 +52,35 @@ static int reflect_101(int p, int len)
 
 /* copyMakeBorder's size (bottom and right only), when a side is not a
  * multiple of the grid: both sides grow, by tiles - size % tiles. */
-static void padded_size(const clahe_state *s, int *w, int *h)
+static void padded_size(const gf_clahe *how, int width, int height, int *w, int *h)
 {
-    *w = s->width;
-    *h = s->height;
-    if (s->width % s->tiles_x != 0 || s->height % s->tiles_y != 0) {
-        *w += s->tiles_x - s->width % s->tiles_x;
-        *h += s->tiles_y - s->height % s->tiles_y;
+    *w = width;
+    *h = height;
+    if (width % how->tiles_x != 0 || height % how->tiles_y != 0) {
+        *w += how->tiles_x - width % how->tiles_x;
+        *h += how->tiles_y - height % how->tiles_y;
     }
+}
+
+/* Sizes, clip limit and scale as CLAHE_Impl::apply computes them. */
+void gf_clahe_grid_of(const gf_clahe *how, int width, int height, int bins, gf_clahe_grid *g)
+{
+    int pw, ph;
+    padded_size(how, width, height, &pw, &ph);
+    g->tile_w = pw / how->tiles_x;
+    g->tile_h = ph / how->tiles_y;
+    const int total = g->tile_w * g->tile_h;
+    g->lut_scale = (float)(bins - 1) / (float)total;
+    g->clip_limit = 0;
+    if (how->clip > 0.0) {
+        /* OpenCV's int conversion; a limit past INT_MAX never clips */
+        const double limit = how->clip * total / bins;
+        g->clip_limit = limit >= (double)INT_MAX ? INT_MAX : (int)limit;
+        if (g->clip_limit < 1)
+            g->clip_limit = 1;
+    }
+    g->inv_tw = 1.0f / (float)g->tile_w;
+    g->inv_th = 1.0f / (float)g->tile_h;
 }
 
 static void clip_histogram(int *hist, int bins, int limit)
@@ -119,7 +140,7 @@ static const uint16_t *tile_row_luts(clahe_state *s, int ty)
 /* CLAHE_Interpolation_Body's per-column part, with its float order. */
 static void column_weights(clahe_state *s)
 {
-    const float inv_tw = 1.0f / (float)s->tile_w;
+    const float inv_tw = s->inv_tw;
     for (int x = 0; x < s->width; x++) {
         const float txf = (float)x * inv_tw - 0.5f;
         int tx1 = (int)floorf(txf);
@@ -136,7 +157,7 @@ static void column_weights(clahe_state *s)
 /* Row y of the result into out. */
 static void clahe_row(clahe_state *s, int y, uint16_t *out)
 {
-    const float inv_th = 1.0f / (float)s->tile_h;
+    const float inv_th = s->inv_th;
     const float tyf = (float)y * inv_th - 0.5f;
     int ty1 = (int)floorf(tyf);
     int ty2 = ty1 + 1;
@@ -168,23 +189,18 @@ static void state_free(clahe_state *s)
     free(s->xa1);
 }
 
-/* Sizes, clip limit and scale as CLAHE_Impl::apply computes them. */
+/* The state of one plane: gf_clahe_grid_of's numbers and the buffers. */
 static int state_init(clahe_state *s, const gf_clahe *how)
 {
-    int pw, ph;
-    padded_size(s, &pw, &ph);
-    s->tile_w = pw / s->tiles_x;
-    s->tile_h = ph / s->tiles_y;
-    const int total = s->tile_w * s->tile_h;
-    s->lut_scale = (float)(s->bins - 1) / (float)total;
-    s->clip_limit = 0;
-    if (how->clip > 0.0) {
-        /* OpenCV's int conversion; a limit past INT_MAX never clips */
-        const double limit = how->clip * total / s->bins;
-        s->clip_limit = limit >= (double)INT_MAX ? INT_MAX : (int)limit;
-        if (s->clip_limit < 1)
-            s->clip_limit = 1;
-    }
+    gf_clahe_grid g;
+    gf_clahe_grid_of(how, s->width, s->height, s->bins, &g);
+    s->tile_w = g.tile_w;
+    s->tile_h = g.tile_h;
+    s->clip_limit = g.clip_limit;
+    s->lut_scale = g.lut_scale;
+    s->inv_tw = g.inv_tw;
+    s->inv_th = g.inv_th;
+    const int pw = s->tile_w * s->tiles_x, ph = s->tile_h * s->tiles_y;
     const size_t luts = (size_t)s->tiles_x * (size_t)s->bins;
     s->xmap = malloc((size_t)pw * sizeof *s->xmap);
     s->ymap = malloc((size_t)ph * sizeof *s->ymap);

@@ -104,6 +104,10 @@ int gf_cuda_stretch16(cuda_backend *b, const gf_stretch *how, int colour);
 int gf_cuda_statistics16(cuda_backend *b, gf_channel_stats *per_channel);
 void gf_cuda_free16(cuda_backend *b);
 
+/* CLAHE on the device (cuda_clahe.c); in strip mode, or where its tables
+ * do not fit, on the host through on_host. */
+int gf_cuda_clahe(gf_backend *self, const gf_clahe *how);
+
 /* A convolution with a mask gf_mask_is_large() (cuda_large.c). */
 int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,
                            int channels_filtered);

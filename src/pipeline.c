@@ -108,7 +108,8 @@ int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int chan
             status = backend->stretch(backend, &op->stretch, colour);
             break;
         case GF_OP_CLAHE:
-            status = backend->on_host(backend, gf_clahe_image, &op->clahe);
+            status = backend->clahe ? backend->clahe(backend, &op->clahe)
+                                    : backend->on_host(backend, gf_clahe_image, &op->clahe);
             break;
         case GF_OP_DIFFUSE: {
             gf_diffuse how = op->diffuse;  /* the job's border and alpha rule */

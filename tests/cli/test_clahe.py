@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from gftest import as3d, assert_equal_image, read_deep
+from gftest import as3d, assert_equal_image, read_deep, read_png, write_png
 from test_cli import check_error
 from test_depth16_ops import random16, write16
 
@@ -146,6 +146,36 @@ def test_gray_colour_image_round_trip(gf, tmp_path, backend2):
     img = np.repeat(np.arange(0, 256, dtype=np.uint8).reshape(16, 16, 1), 3, axis=2)
     got = run8(gf, tmp_path, img, ["--clahe"], backend2)
     assert_equal_image(got, expect(img), what="gray RGB")
+
+
+@pytest.mark.parametrize("mode", [None, "channels"])
+def test_large_colour(gf, rng, tmp_path, backend2, mode):
+    """Many pixels a tile (the GPU's histograms in several blocks a tile)."""
+    img = smooth8(rng, 2000, 1500, 3)
+    got = run8(gf, tmp_path, img, [spec(2.5, (8, 6), mode)], backend2)
+    assert_equal_image(got, expect(img, 2.5, (8, 6), per_channel=mode == "channels"),
+                       what=f"2000x1500 {mode}")
+
+
+def test_large_gray16(gf, rng, tmp_path, backend2):
+    img = random16(rng, 1100, 700, 1)
+    img[:300] //= 5
+    got = run_deep(gf, tmp_path, img, [spec(3, (5, 3))], backend2)
+    assert_equal_image(got, expect(img, 3.0, (5, 3)), what="1100x700 16-bit")
+
+
+@pytest.mark.cuda_only
+@pytest.mark.parametrize("channels", [1, 4])
+def test_gpu_in_strips(gf, rng, tmp_path, channels):
+    """--gpu-memory under two image buffers: the image stays on the host in
+    strips and CLAHE runs there, with the same bytes."""
+    img = smooth8(rng, 300, 211, channels)
+    src = write_png(tmp_path / "in.png", img)
+    dst = tmp_path / "out.png"
+    r = gf.run("--backend", "cuda", "-v", "--gpu-memory", "100K", "--clahe=2,4x4", str(src),
+               str(dst)).ok()
+    assert "strips of up to" in r.err, r.err
+    assert_equal_image(as3d(read_png(dst)), expect(img, 2.0, (4, 4)), what="in strips")
 
 
 def test_order_with_masks(gf, rng, tmp_path):
