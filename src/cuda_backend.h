@@ -108,4 +108,7 @@ void gf_cuda_free16(cuda_backend *b);
 int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,
                            int channels_filtered);
 
+/* --diffuse on the device (cuda_diffuse.c): the backend's diffuse hook. */
+int gf_cuda_diffuse(gf_backend *self, const void *how);
+
 #endif /* GF_CUDA_BACKEND_H */
