@@ -105,7 +105,7 @@ UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif $(BUILD)/
 # the host code and kernels without main(), for the tools and checks that link them
 LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
-.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 plan-dump
+.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 bench-diffuse plan-dump
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -377,4 +377,10 @@ $(BUILD)/gpufilter-bench: $(BENCH_MAIN) $(BENCH_OBJ) $(KERNEL_OBJ)
 bench-depth16: $(BUILD)/depth16-bench
 $(BUILD)/depth16-bench: bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o kernels/depth16.h src/border.h src/mask.h
 	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o
+# the --diffuse ladder against the device copy (bench/diffuse_bench.cu)
+bench-diffuse: $(BUILD)/diffuse-bench
+	$(BUILD)/diffuse-bench
+	$(BUILD)/diffuse-bench 8192 8192 16 1
+$(BUILD)/diffuse-bench: bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o kernels/diffuse_gpu.h src/border.h
+	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o
 # ---- end bench ----------------------------------------------------------------------
