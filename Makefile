@@ -91,21 +91,21 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_diffuse.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o exif.o orientation.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o mask_params.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
 # (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
 # their host-side planning, seconds).
 KERNEL_BUILD = build
-KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o conv2d_large.o depth16.o clahe_gpu.o histogram.o reduce.o scan.o lut.o)
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o conv2d_large.o depth16.o clahe_gpu.o diffuse_gpu.o histogram.o reduce.o scan.o lut.o)
 # the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif $(BUILD)/test_depth16
 # the host code and kernels without main(), for the tools and checks that link them
 LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
 
-.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 bench-clahe plan-dump
+.PHONY: all demo test test-unit test-cli test-kernels test-gpu deps unit-deps check-deps check-python install uninstall clean fuzz bench-png bench-depth16 bench-clahe bench-diffuse plan-dump
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/gpufilter
@@ -160,6 +160,7 @@ $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h 
 $(KERNEL_BUILD)/obj/conv2d_large.o: kernels/conv2d_large.h
 $(KERNEL_BUILD)/obj/depth16.o: kernels/depth16.h
 $(KERNEL_BUILD)/obj/clahe_gpu.o: kernels/clahe_gpu.h
+$(KERNEL_BUILD)/obj/diffuse_gpu.o: kernels/diffuse_gpu.h src/diffuse.h src/image.h
 $(addprefix $(KERNEL_BUILD)/obj/,histogram.o lut.o reduce.o scan.o depth16.o clahe_gpu.o): src/tone.h
 $(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
 $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_weights.o: kernels/conv2d_weights.h
@@ -384,4 +385,10 @@ $(BUILD)/obj/clahe_bench.o: bench/clahe_bench.cu kernels/clahe_gpu.h src/clahe.h
 	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc -c -o $@ $<
 $(BUILD)/clahe-bench: $(BUILD)/obj/clahe_bench.o $(KERNEL_BUILD)/obj/clahe_gpu.o $(BUILD)/obj/clahe.o $(BUILD)/obj/util.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# the --diffuse ladder against the device copy (bench/diffuse_bench.cu)
+bench-diffuse: $(BUILD)/diffuse-bench
+	$(BUILD)/diffuse-bench
+	$(BUILD)/diffuse-bench 8192 8192 16 1
+$(BUILD)/diffuse-bench: bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o kernels/diffuse_gpu.h src/border.h
+	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o
 # ---- end bench ----------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "border.h"
 #include "clahe.h"
+#include "diffuse.h"
 #include "image.h"
 #include "mask.h"
 #include "tone.h"
@@ -35,6 +36,8 @@ typedef struct {
     int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
     gf_conv_version conv_version;
     gf_fft_mode fft;
+    int diffuse_version;          /* --kernel global|shared|temporal[:K]: 1..3; 0: auto */
+    int diffuse_steps;            /* temporal:K, 1..8; 0: from the occupancy and halo cost */
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */
@@ -78,6 +81,9 @@ struct gf_backend {
     /* CLAHE on the backend's own buffers (gf_clahe_image's bytes); NULL:
      * the pipeline runs gf_clahe_image through on_host. */
     int (*clahe)(gf_backend *self, const gf_clahe *how);
+    /* --diffuse on the backend's own device (a gf_diffuse, border and
+     * channels set); NULL: the pipeline runs gf_diffuse_image on_host. */
+    int (*diffuse)(gf_backend *self, const void *how);
     /* Histogram, min, max, sum and sum of squares of every channel. */
     int (*statistics)(gf_backend *self, gf_channel_stats *per_channel);
     /* Wait until every queued operation has completed. */
@@ -101,6 +107,14 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
  * that cannot launch listed with the reason. 0, or -1 on a device failure. */
 int gf_cuda_tile_sweep(gf_backend *cuda, const gf_image *img, const gf_mask *mask,
                        gf_border border, int channels_filtered, int csv, FILE *out);
+/* --tile sweep for --diffuse: upload img, then time the diffusion how
+ * (border and channels set) with the global and shared versions and the
+ * temporal one at every candidate tile and k: threads, blocks per SM,
+ * shared bytes, redundant work, ms an iteration, the ratio to the global
+ * version and % of a device copy of the planes (one read and one write),
+ * the automatic choice marked. 0, -1 on a failure, -2 for a usage error. */
+int gf_cuda_diffuse_sweep(gf_backend *cuda, const gf_image *img, const gf_diffuse *how, int csv,
+                          FILE *out);
 /* A CUDA backend's device side, for codecs that decode into or encode from
  * device memory (gpu_batch.c). The stream (a cudaStream_t) orders every
  * copy and launch of the backend. upload_device takes an image already in

@@ -798,6 +798,7 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options)
         .statistics = cuda_statistics,
         .on_host = cuda_on_host,
         .clahe = gf_cuda_clahe,
+        .diffuse = gf_cuda_diffuse,
         .finish = cuda_finish,
         .download = cuda_download,
         .destroy = cuda_destroy,

@@ -112,4 +112,7 @@ int gf_cuda_clahe(gf_backend *self, const gf_clahe *how);
 int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border border,
                            int channels_filtered);
 
+/* --diffuse on the device (cuda_diffuse.c): the backend's diffuse hook. */
+int gf_cuda_diffuse(gf_backend *self, const void *how);
+
 #endif /* GF_CUDA_BACKEND_H */

@@ -155,7 +155,7 @@ static void store_channel(const double *plane, int c, gf_image *img)
     }
 }
 
-static int check(const gf_diffuse *how)
+int gf_diffuse_check(const gf_diffuse *how)
 {
     if (how->iterations < 1 || !(how->step > 0.0 && how->step <= GF_DIFFUSE_MAX_STEP) ||
         !(how->k >= 0.0) || !(how->percentile >= 0.0 && how->percentile <= 100.0)) {
@@ -167,7 +167,7 @@ static int check(const gf_diffuse *how)
     return 0;
 }
 
-static void report(const gf_diffuse *how, double k, double ms)
+void gf_diffuse_report(const gf_diffuse *how, double k, double ms)
 {
     static const char *const names[] = {"heat", "pm-exp", "pm-rational"};
     fprintf(how->log, "gpufilter: diffuse: %s, %d iteration%s, step %g", names[how->kind],
@@ -199,7 +199,7 @@ static void diffuse_channels(gf_image *img, const gf_diffuse *how, step_job *j, 
 int gf_diffuse_image(gf_image *img, const void *arg)
 {
     const gf_diffuse *how = arg;
-    if (check(how) < 0)
+    if (gf_diffuse_check(how) < 0)
         return -1;
     const double t0 = gf_now_ms();
     double k = how->k;
@@ -226,6 +226,6 @@ int gf_diffuse_image(gf_image *img, const void *arg)
     free(planes[1]);
     free(rows);
     if (status == 0 && how->log)
-        report(how, k, gf_now_ms() - t0);
+        gf_diffuse_report(how, k, gf_now_ms() - t0);
     return status;
 }

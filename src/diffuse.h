@@ -30,5 +30,9 @@ typedef struct {
 /* A gf_host_op: 0, or -1 with the error (a step over GF_DIFFUSE_MAX_STEP
  * is refused). */
 int gf_diffuse_image(gf_image *img, const void *diffuse);
+/* 0, or -1 with the error for values gf_diffuse_image refuses. */
+int gf_diffuse_check(const gf_diffuse *how);
+/* The -v line of a run to how->log (not NULL): kind, iterations, step, K, ms. */
+void gf_diffuse_report(const gf_diffuse *how, double k, double ms);
 
 #endif

@@ -255,8 +255,15 @@ static int run_sweep(const gf_job *j)
     gf_image *img = gf_image_load_limited(j->input);
     if (img) {
         const int filtered = gf_pipeline_channels_filtered(&j->pipeline, img->channels);
-        int sweep = gf_cuda_tile_sweep(backend, img, j->pipeline.ops[0].mask, j->pipeline.border,
-                                       filtered, j->csv, stdout);
+        const gf_op *op = &j->pipeline.ops[0];
+        gf_diffuse how = op->diffuse;
+        how.border = j->pipeline.border;
+        how.channels_filtered = filtered;
+        how.log = NULL;
+        int sweep = op->kind == GF_OP_DIFFUSE
+                        ? gf_cuda_diffuse_sweep(backend, img, &how, j->csv, stdout)
+                        : gf_cuda_tile_sweep(backend, img, op->mask, j->pipeline.border, filtered,
+                                             j->csv, stdout);
         status = sweep == 0 ? EXIT_SUCCESS : sweep == -2 ? GF_EXIT_USAGE : GF_EXIT_FILE;
         if (sweep == -1)
             gf_error_name_file(j->input);

@@ -155,7 +155,7 @@ static void usage(FILE *out)
 "      --tile WxH|auto    CUDA thread-block tile for masks up to 31x31, e.g. 32x8\n"
 "                         (default auto: chosen with the occupancy API, or\n"
 "                         a tile measured faster for the kernel's path)\n"
-"      --tile sweep       time the (one) -m MASK on INPUT with every candidate\n"
+"      --tile sweep       time the (one) -m MASK or --diffuse on INPUT with every candidate\n"
 "                         tile: threads, occupancy, shared memory, ms (the\n"
 "                         median of 20 runs, in 4 rounds over the tiles),\n"
 "                         Gpx/s, %% of the copy bandwidth; the auto choice is\n"
@@ -163,7 +163,10 @@ static void usage(FILE *out)
 "      --kernel VERSION   CUDA conv2d version for masks up to 31x31: auto\n"
 "                         (default: the fastest measured for the mask and\n"
 "                         image; -v names it), or for experiments direct,\n"
-"                         separable, blocked, tiled, naive\n"
+"                         separable, blocked, tiled, naive; for --diffuse:\n"
+"                         global, shared, temporal or temporal:K (K 1-8\n"
+"                         iterations a launch; default: temporal, K from\n"
+"                         the occupancy and halo cost; --tile WxH its tile)\n"
 "      --fft MODE         GPU masks past 31x31 (boxes aside) by FFT: auto\n"
 "                         (default: where the estimates say it is faster;\n"
 "                         -v names the method), always, never\n"
@@ -435,8 +438,10 @@ static int check_sweep(gf_job *j, char **paths, int count)
 {
     if (j->batch || count != 1)
         return usage_error("%s", "--tile sweep takes one INPUT image and no OUTPUT");
-    if (j->pipeline.count != 1 || j->pipeline.ops[0].kind != GF_OP_CONVOLVE)
-        return usage_error("%s", "--tile sweep needs exactly one -m MASK (and no tone operation)");
+    if (j->pipeline.count != 1 ||
+        (j->pipeline.ops[0].kind != GF_OP_CONVOLVE && j->pipeline.ops[0].kind != GF_OP_DIFFUSE))
+        return usage_error("%s", "--tile sweep needs exactly one -m MASK or one --diffuse (and no "
+                                 "other operation)");
     if (j->backend == GF_BACKEND_CPU || j->backend == GF_BACKEND_REFERENCE)
         return usage_error("%s", "--tile sweep measures CUDA launches; it needs --backend cuda or auto");
     j->input = paths[0];
@@ -588,6 +593,27 @@ static int parse_output_option(int c, const char *arg, gf_job *j)
     return -1;
 }
 
+/* --kernel global|shared|temporal[:K] (--diffuse's versions): -1 when
+ * parsed, NOT_MINE for another name, else the exit status (printed). */
+static int parse_diffuse_kernel(const char *arg, gf_backend_options *o)
+{
+    static const char *const names[] = {"global", "shared", "temporal", NULL};
+    const char *colon = strchr(arg, ':');
+    char name[16];
+    const size_t length = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (length >= sizeof name)
+        return NOT_MINE;
+    memcpy(name, arg, length);
+    name[length] = '\0';
+    const int choice = parse_choice(name, names);
+    if (choice < 0)
+        return NOT_MINE;
+    o->diffuse_version = choice + 1;  /* DIFFUSE_GLOBAL.. (kernels/diffuse_gpu.h) */
+    if (colon && (choice != 2 || parse_int(colon + 1, 1, 8, &o->diffuse_steps) < 0))
+        return usage_error("--kernel %s: only temporal takes :K, K 1 to 8", arg);
+    return -1;
+}
+
 /* Where the work runs: backend, tile, kernel version, devices.
  * -1 when c is parsed, NOT_MINE when c is another group's, else the
  * exit status (printed). */
@@ -621,9 +647,12 @@ static int parse_device_option(int c, const char *arg, gf_job *j, const char **t
         j->backend_options.fft = (gf_fft_mode)choice;
         break;
     case OPT_KERNEL:
+        if ((choice = parse_diffuse_kernel(arg, &j->backend_options)) != NOT_MINE)
+            return choice;
         if ((choice = parse_choice(arg, kernel_names)) < 0)
             return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
-                               "tiled, naive)", arg);
+                               "tiled, naive; for --diffuse: global, shared, temporal, "
+                               "temporal:K)", arg);
         j->backend_options.conv_version = (gf_conv_version)choice;
         break;
     case OPT_DEVICE:
@@ -707,6 +736,14 @@ static int parse_batch_option(int c, const char *arg, gf_job *j)
     return -1;
 }
 
+static int has_diffuse(const gf_pipeline *pipeline)
+{
+    for (int i = 0; i < pipeline->count; i++)
+        if (pipeline->ops[i].kind == GF_OP_DIFFUSE)
+            return 1;
+    return 0;
+}
+
 /* The options together: what no single option can check. -1 when the job
  * goes on, else the exit status (printed). */
 static int check_job(gf_job *j, char **paths, int count, const char *tile_text)
@@ -718,6 +755,9 @@ static int check_job(gf_job *j, char **paths, int count, const char *tile_text)
                            "(the naive and tiled kernels run one thread per pixel)", tile_text);
     if (j->csv && !j->tile_sweep)
         return usage_error("%s", "--csv goes with --tile sweep");
+    if (j->backend_options.diffuse_version && !has_diffuse(&j->pipeline))
+        return usage_error("%s", "--kernel global, shared and temporal are --diffuse's versions: "
+                                 "the job has no --diffuse");
     if (j->tile_sweep)
         return check_sweep(j, paths, count);
     if (j->stats && count > 1)

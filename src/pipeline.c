@@ -115,7 +115,8 @@ int gf_pipeline_apply(const gf_pipeline *pipeline, gf_backend *backend, int chan
             gf_diffuse how = op->diffuse;  /* the job's border and alpha rule */
             how.border = pipeline->border;
             how.channels_filtered = filtered;
-            status = backend->on_host(backend, gf_diffuse_image, &how);
+            status = backend->diffuse ? backend->diffuse(backend, &how)
+                                      : backend->on_host(backend, gf_diffuse_image, &how);
             break;
         }
         }

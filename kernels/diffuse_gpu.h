@@ -1,0 +1,59 @@
+/* diffuse_gpu.h - plain C entry points of diffuse_gpu.cu: --diffuse on the GPU in
+ * float32 planes. Launchers enqueue on 'stream', check the launch and never
+ * synchronise. */
+#ifndef GF_DIFFUSE_KERNELS_H
+#define GF_DIFFUSE_KERNELS_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ladder: one launch an iteration from global memory; one launch an
+ * iteration on a shared tile with a 1-pixel halo; k iterations a launch on
+ * a shared tile with a k-pixel halo. */
+enum { DIFFUSE_GLOBAL = 1, DIFFUSE_SHARED = 2, DIFFUSE_TEMPORAL = 3 };
+#define DIFFUSE_MAX_STEPS 8   /* k of the temporal kernel: 1..8 */
+#define DIFFUSE_THREADS_X 32  /* every tiled launch: 32 x 8 threads */
+#define DIFFUSE_THREADS_Y 8
+
+typedef struct {
+    int width, height, planes;  /* planes: the filtered channels, one plane each */
+    int border;                 /* gf_border */
+    int kind;                   /* gf_diffuse_kind */
+    float step, inv_k;          /* the time step; 1 / K (Perona-Malik) */
+} diffuse_params;
+
+/* planes[c * width * height + i] = channel c of pixel i, for c < p->planes
+ * (image: depth 8 or 16 bits, 'channels' interleaved). */
+cudaError_t diffuse_load(const void *image, int depth, int channels, const diffuse_params *p,
+                         float *planes, cudaStream_t stream);
+/* The rounding (half to even, clamped to the depth's range) of each plane
+ * into its channel of image, in place; the other channels untouched. */
+cudaError_t diffuse_store(const float *planes, void *image, int depth, int channels,
+                          const diffuse_params *p, cudaStream_t stream);
+
+/* One iteration, cur to next (DIFFUSE_GLOBAL). */
+cudaError_t diffuse_step_global(const diffuse_params *p, const float *cur, float *next,
+                                cudaStream_t stream);
+/* k iterations (1..DIFFUSE_MAX_STEPS), cur to next, on tiles of tile_w x
+ * tile_h outputs; DIFFUSE_SHARED is k = 1. */
+cudaError_t diffuse_steps_tiled(const diffuse_params *p, const float *cur, float *next, int k,
+                                int tile_w, int tile_h, cudaStream_t stream);
+/* Shared bytes of a tiled launch; its blocks per SM from the occupancy API. */
+size_t diffuse_shared_bytes(int k, int tile_w, int tile_h);
+cudaError_t diffuse_blocks_per_sm(int k, int tile_w, int tile_h, int *blocks);
+
+/* 'iterations' iterations from planes[0] with 'version' (k a launch for the
+ * temporal one, the remainder in a last launch); *result: the index of the
+ * plane buffer that holds the result. */
+cudaError_t diffuse_run(const diffuse_params *p, float *planes[2], int iterations, int version,
+                        int k, int tile_w, int tile_h, int *result, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
