@@ -13,7 +13,8 @@
 #
 # Variables: CUDA_HOME (default: the folder above nvcc's), NVCC_ARCH (GPU
 # code), STB_CFLAGS (where stb_image.h is), PREFIX, PYTEST_ARGS, CLI_TESTS (the
-# test files or folders test-gpu runs), GRID (test-gpu's: reduced or full).
+# test files or folders test-gpu runs), GRID (test-gpu's: reduced or full),
+# TEST_JOBS (the CLI suite's pytest-xdist workers; default one a core).
 
 PREFIX      ?= /usr/local
 SANITIZE    ?= 0
@@ -215,10 +216,13 @@ test-unit: $(UNIT_TESTS) $(BUILD)/conv2d-check
 	@$(BUILD)/conv2d-check --backend cpu --quick
 
 # The CLI suite runs on the CPU backend, and on CUDA too when a GPU is usable.
+# With pytest-xdist the suite runs on TEST_JOBS workers (default: one a core).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+XDIST = $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n %s --dist loadgroup" $(TEST_JOBS))
 test-cli: $(BUILD)/gpufilter check-python
-	$(PYTHON) -m pytest tests/cli -q --backend cpu --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests/cli -q --backend cpu --gpufilter $(BUILD)/gpufilter $(XDIST) $(PYTEST_ARGS)
 	@if $(BUILD)/gpufilter --list-devices >/dev/null 2>&1; then \
-	  $(PYTHON) -m pytest tests/cli -q --backend cuda --gpufilter $(BUILD)/gpufilter $(PYTEST_ARGS); \
+	  $(PYTHON) -m pytest tests/cli -q --backend cuda --gpufilter $(BUILD)/gpufilter $(XDIST) $(PYTEST_ARGS); \
 	else echo "test-cli: no usable GPU here; the CUDA backend is tested by 'make test-gpu'"; fi
 
 test: test-unit test-cli
@@ -241,7 +245,7 @@ test-gpu: $(BUILD)/gpufilter $(BUILD)/cuda-hold $(BUILD)/conv2d-check check-pyth
 	@$(BUILD)/gpufilter --list-devices || { echo "test-gpu: no usable GPU"; exit 1; }
 	$(BUILD)/conv2d-check --backend cuda
 	$(PYTHON) -m pytest $(CLI_TESTS) -q --backend cuda --grid $(GRID) --gpufilter $(BUILD)/gpufilter \
-	  $$($(PYTHON) -c "import xdist" 2>/dev/null && echo --dist loadgroup) $(PYTEST_ARGS)
+	  $(XDIST) $(PYTEST_ARGS)
 
 # ---- install --------------------------------------------------------------------
 
