@@ -3,12 +3,16 @@
  *
  *   build/clahe-bench [WIDTH HEIGHT]      (default 8192 8192)
  *
- * Cases: gray and RGBA (the luma) at 8 bits, gray at 16 bits, OpenCV's
+ * Cases: gray and RGBA (the luma) at 8 bits, gray at 16 bits (and again
+ * with the histograms counted in global memory, gray16-g), OpenCV's
  * defaults (clip 40, 8x8 tiles). Each row: the device-to-device copy of the
- * image, the chain (plane, histograms, tables, interpolation; scratch
- * allocated beforehand), both the median ms of 20 runs, and chain ms / copy
- * ms. Every case's output is compared with src/clahe.c's gf_clahe_image on
- * the host over the whole image: equality expected.
+ * image, the chain (histograms, tables, interpolation; scratch allocated
+ * beforehand), both the median ms of 20 runs, and chain ms / copy ms; then
+ * each stage on its own, median ms of 20: hist (with its memset), luts
+ * (tables and cells, on fresh histograms), interp (on the image as the
+ * previous run left it). Every case's output
+ * is compared with src/clahe.c's gf_clahe_image on the host over the whole
+ * image: equality expected.
  * OpenCV's CPU CLAHE on the same sizes: bench/clahe_opencv.py. */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,14 +39,17 @@ extern "C" {
 
 static cudaEvent_t g_start, g_stop;
 
-template <typename F>
-static double median_ms(F launch)
+/* Median of 20 timed launch() calls, each after an untimed prep(). */
+template <typename F, typename G>
+static double median_ms(F launch, G prep)
 {
     std::vector<float> ms;
+    prep();
     launch();  /* warm */
     CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < 20; i++) {
         float t = 0;
+        prep();
         CHECK(cudaEventRecord(g_start));
         launch();
         CHECK(cudaEventRecord(g_stop));
@@ -52,6 +59,12 @@ static double median_ms(F launch)
     }
     std::sort(ms.begin(), ms.end());
     return (ms[9] + ms[10]) / 2.0;
+}
+
+template <typename F>
+static double median_ms(F launch)
+{
+    return median_ms(launch, [] {});
 }
 
 /* A gradient with noise and a darker band: tiles that differ. */
@@ -74,7 +87,7 @@ static void make_image(std::vector<unsigned char> &bytes, int W, int H, int C, i
     }
 }
 
-static void run_case(const char *name, int W, int H, int C, int depth)
+static void run_case(const char *name, int W, int H, int C, int depth, int hist_global)
 {
     const gf_clahe how = {40.0, 8, 8, 0};
     const size_t bytes = (size_t)W * H * C * (depth == 16 ? 2 : 1);
@@ -95,15 +108,20 @@ static void run_case(const char *name, int W, int H, int C, int depth)
     p.tiles_x = how.tiles_x; p.tiles_y = how.tiles_y;
     p.tile_w = g.tile_w; p.tile_h = g.tile_h; p.clip_limit = g.clip_limit;
     p.lut_scale = g.lut_scale; p.inv_tw = g.inv_tw; p.inv_th = g.inv_th;
-    size_t plane_b, hist_b, lut_b;
-    clahe_scratch_bytes(&p, &plane_b, &hist_b, &lut_b);
-    CHECK(cudaMalloc((void **)&p.plane, plane_b));
+    p.hist_global = hist_global;
+    size_t hist_b, cell_b;
+    clahe_scratch_bytes(&p, &hist_b, &cell_b);
     CHECK(cudaMalloc((void **)&p.hist, hist_b));
-    CHECK(cudaMalloc((void **)&p.luts, lut_b));
+    CHECK(cudaMalloc(&p.cells, cell_b));
 
     const double copy_ms = median_ms([&] { CHECK(cudaMemcpyAsync(copy, src, bytes, cudaMemcpyDeviceToDevice, 0)); });
     CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
     const double chain_ms = median_ms([&] { CHECK(clahe_run(&p, 0)); });
+    CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
+    const double hist_ms = median_ms([&] { CHECK(clahe_histograms(&p, 0)); });
+    /* the tables consume the histograms at 16 bits: fresh ones each time */
+    const double lut_ms = median_ms([&] { CHECK(clahe_tile_luts(&p, 0)); }, [&] { CHECK(clahe_histograms(&p, 0)); });
+    const double interp_ms = median_ms([&] { CHECK(clahe_interpolate(&p, 0)); });
 
     /* one run on the original image, against the host's */
     CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
@@ -119,13 +137,13 @@ static void run_case(const char *name, int W, int H, int C, int depth)
             differ += got[i] != host[i];
         check = differ == 0 ? "= host" : "DIFFERS";
     }
-    printf("%-10s %10.3f %10.3f %7.2fx  %s", name, copy_ms, chain_ms, chain_ms / copy_ms, check);
+    printf("%-10s %10.3f %10.3f %7.2fx %8.3f %8.3f %8.3f  %s", name, copy_ms, chain_ms, chain_ms / copy_ms,
+           hist_ms, lut_ms, interp_ms, check);
     if (differ)
         printf(" (%zu bytes)", differ);
     printf("\n");
-    cudaFree(p.plane);
     cudaFree(p.hist);
-    cudaFree(p.luts);
+    cudaFree(p.cells);
     cudaFree(src);
     cudaFree(work);
     cudaFree(copy);
@@ -144,9 +162,11 @@ int main(int argc, char **argv)
     CHECK(cudaEventCreate(&g_stop));
     printf("# clahe-bench %dx%d on %s; clip 40, 8x8 tiles; ms = median of 20; ratio = CLAHE / copy\n",
            W, H, prop.name);
-    printf("%-10s %10s %10s %8s  %s\n", "case", "copy ms", "CLAHE ms", "ratio", "check");
-    run_case("gray8", W, H, 1, 8);
-    run_case("rgba8", W, H, 4, 8);
-    run_case("gray16", W, H, 1, 16);
+    printf("%-10s %10s %10s %8s %8s %8s %8s  %s\n", "case", "copy ms", "CLAHE ms", "ratio", "hist", "luts",
+           "interp", "check");
+    run_case("gray8", W, H, 1, 8, 0);
+    run_case("rgba8", W, H, 4, 8, 0);
+    run_case("gray16", W, H, 1, 16, 0);
+    run_case("gray16-g", W, H, 1, 16, 1);
     return 0;
 }

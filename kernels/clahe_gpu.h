@@ -1,7 +1,7 @@
 /* clahe_gpu.h - plain C entry points of clahe_gpu.cu: OpenCV's CLAHE on the device,
  * on one plane of an interleaved 8- or 16-bit image (a channel, or the
- * luma of RGB). Launchers enqueue on 'stream', check the launch and never
- * synchronise. */
+ * luma of RGB), read from and written to the image itself. Launchers
+ * enqueue on 'stream', check the launch and never synchronise. */
 #ifndef GF_CLAHE_GPU_H
 #define GF_CLAHE_GPU_H
 
@@ -23,25 +23,28 @@ typedef struct {
     int tile_w, tile_h, clip_limit;
     float lut_scale, inv_tw, inv_th;
     /* device scratch, clahe_scratch_bytes() each */
-    uint16_t *plane;            /* width * height */
     int *hist;                  /* tiles * bins */
-    uint16_t *luts;             /* tiles * bins */
+    void *cells;                /* (tiles_y + 1) * (tiles_x + 1) * bins entries */
+    /* 16 bits: count in global memory, not in a block's shared memory
+     * (chosen anyway where a block cannot have 128 KiB of it) */
+    int hist_global;
 } clahe_params;
 
-/* Bytes of plane, hist and luts. */
-void clahe_scratch_bytes(const clahe_params *p, size_t *plane, size_t *hist, size_t *luts);
+/* Bytes of hist and cells. */
+void clahe_scratch_bytes(const clahe_params *p, size_t *hist, size_t *cells);
 
-/* The plane CLAHE reads: the channel's samples, or gf_luma of RGB. */
-cudaError_t clahe_fill_plane(const clahe_params *p, cudaStream_t stream);
 /* Each tile's histogram over the padded image (BORDER_REFLECT_101), hist
  * zeroed first. */
 cudaError_t clahe_histograms(const clahe_params *p, cudaStream_t stream);
-/* Each tile's clip and redistribution, CDF and look-up table. */
+/* Each tile's clip and redistribution, CDF and look-up table, stored into
+ * the cells: per cell between four tile centres, per value, the four
+ * tables' entries side by side. 16 bits: the tables overwrite hist on the
+ * way. */
 cudaError_t clahe_tile_luts(const clahe_params *p, cudaStream_t stream);
-/* Each pixel's blend of its four tiles' tables, into the channel, or as
+/* Each pixel's blend of its cell's four entries, into the channel, or as
  * the new luma of RGB (chroma kept, tone.h's YCrCb round trip). */
 cudaError_t clahe_interpolate(const clahe_params *p, cudaStream_t stream);
-/* The four in order. */
+/* The three in order. */
 cudaError_t clahe_run(const clahe_params *p, cudaStream_t stream);
 
 #ifdef __cplusplus

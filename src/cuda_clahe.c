@@ -1,43 +1,41 @@
 /* cuda_clahe.c - the GPU backend's CLAHE (kernels/clahe_gpu.cu), in place on
  * the current image: per plane (the luma of RGB, or each colour channel)
- * the plane, the tiles' histograms, their tables and the interpolation,
- * the scratch in stream-ordered allocations. The grid's numbers come from
- * clahe.c (gf_clahe_grid_of), so both paths compute the same bytes.
+ * the tiles' histograms, their tables and the interpolation, read from the
+ * image itself, the scratch in stream-ordered allocations. The grid's
+ * numbers come from clahe.c (gf_clahe_grid_of), so both paths compute the
+ * same bytes.
  *
  * The host path (on_host with gf_clahe_image) runs instead in strip mode
- * (the image is in host memory), where the tables would pass
- * kMaxTableBytes (16 bits, thousands of tiles: 65536 bins a tile) or where
- * the scratch cannot be allocated. */
+ * (the image is in host memory), where the histograms and cells would pass
+ * kMaxTableBytes (16 bits, many tiles: 65536 bins a tile, 512 KiB a cell)
+ * or where the scratch cannot be allocated. */
 #include "../kernels/clahe_gpu.h"
 #include "cuda_backend.h"
 
-/* histograms and tables together; beyond, the host's two tile rows */
+/* histograms and cells together; beyond, the host's two tile rows */
 static const size_t kMaxTableBytes = (size_t)1 << 30;
 
 typedef struct {
-    void *plane, *hist, *luts;
+    void *hist, *cells;
 } clahe_scratch;
 
 static void free_scratch(const cuda_backend *b, clahe_scratch *s)
 {
-    if (s->plane)
-        cudaFreeAsync(s->plane, b->stream);
     if (s->hist)
         cudaFreeAsync(s->hist, b->stream);
-    if (s->luts)
-        cudaFreeAsync(s->luts, b->stream);
+    if (s->cells)
+        cudaFreeAsync(s->cells, b->stream);
 }
 
 /* 0, or -1 (the error cleared) when the device cannot hold it. */
 static int alloc_scratch(const cuda_backend *b, const clahe_params *p, clahe_scratch *s)
 {
-    size_t plane, hist, luts;
-    clahe_scratch_bytes(p, &plane, &hist, &luts);
-    if (hist + luts > kMaxTableBytes)
+    size_t hist, cells;
+    clahe_scratch_bytes(p, &hist, &cells);
+    if (hist + cells > kMaxTableBytes)
         return -1;
-    if (cudaMallocAsync(&s->plane, plane, b->stream) != cudaSuccess ||
-        cudaMallocAsync(&s->hist, hist, b->stream) != cudaSuccess ||
-        cudaMallocAsync(&s->luts, luts, b->stream) != cudaSuccess) {
+    if (cudaMallocAsync(&s->hist, hist, b->stream) != cudaSuccess ||
+        cudaMallocAsync(&s->cells, cells, b->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         free_scratch(b, s);
         return -1;
@@ -65,12 +63,11 @@ int gf_cuda_clahe(gf_backend *self, const gf_clahe *how)
         return self->on_host(self, gf_clahe_image, how);
     clahe_params p;
     fill_params(b, how, &p);
-    clahe_scratch s = {NULL, NULL, NULL};
+    clahe_scratch s = {NULL, NULL};
     if (alloc_scratch(b, &p, &s) < 0)
         return self->on_host(self, gf_clahe_image, how);
-    p.plane = s.plane;
     p.hist = s.hist;
-    p.luts = s.luts;
+    p.cells = s.cells;
     cudaError_t err = cudaSuccess;
     if (b->channels >= 3 && !how->per_channel) {
         err = clahe_run(&p, b->stream);
