@@ -5,12 +5,15 @@
  *                                                         1 pm-exp, 2 pm-rational)
  *
  * One gray float plane, border nearest. Rows: global, shared, temporal at
- * k = 1..8 (tile 64x32): the median ms an iteration of 10 runs, the ratio
- * to global, and the ratio to the memory bound (a device-to-device copy of
- * the plane: one read and one write, timed in the same run). Each output is
- * checked against global's (max |difference|, expected 0: the same float
- * operations) and against a float64 computation on the host at 64 sampled
- * pixels (max |difference|). */
+ * k = 1..8 (tile 64x32), stream at k = 1..8 for strips of 64 and 128
+ * columns (chunks of 256 rows), then stream at k = 8 over chunk heights
+ * (the last: the chunk that makes the warps one wave on this device):
+ * the median ms an iteration of 10 runs, the ratio to global, and the ratio
+ * to the memory bound (a device-to-device copy of the plane: one read and
+ * one write, timed in the same run). Each output is checked against
+ * global's (max |difference|, expected 0: the same float operations) and
+ * against a float64 computation on the host at 64 sampled pixels
+ * (max |difference|). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +125,8 @@ int main(int argc, char **argv)
     const double copy = median_ms([&] { CHECK(cudaMemcpyAsync(planes[1], planes[0], bytes, cudaMemcpyDeviceToDevice)); });
     printf("%dx%d gray float, %d iterations, kind %d, border nearest; copy of the plane %.4f ms "
            "(%.0f GB/s)\n", w, h, iterations, kind, copy, 2.0 * bytes / copy / 1e6);
-    printf("%-10s %2s %10s %9s %9s %12s %12s\n", "version", "k", "ms/iter", "x global", "x bound",
-           "max|-global|", "max|-f64|");
+    printf("%-10s %2s %9s %10s %9s %9s %12s %12s\n", "version", "k", "tile", "ms/iter", "x global",
+           "x bound", "max|-global|", "max|-f64|");
     std::vector<float> ref(n), got(n);
     std::vector<int> sx(64), sy(64);
     for (int i = 0; i < 64; i++) {
@@ -133,29 +136,53 @@ int main(int argc, char **argv)
     std::vector<double> f64(64);
     for (int i = 0; i < 64; i++)
         f64[i] = host_value(u0, w, h, sx[i], sy[i], iterations, kind, step, k);
+    struct row {
+        int version, k, tile_w, tile_h;
+    };
+    std::vector<row> rows = {{DIFFUSE_GLOBAL, 1, 32, 8}, {DIFFUSE_SHARED, 1, 64, 32}};
+    for (int steps = 1; steps <= DIFFUSE_MAX_STEPS; steps++)
+        rows.push_back({DIFFUSE_TEMPORAL, steps, 64, 32});
+    for (int strip = 64; strip <= 128; strip *= 2)
+        for (int steps = 1; steps <= DIFFUSE_MAX_STEPS; steps++)
+            rows.push_back({DIFFUSE_STREAM, steps, strip, 256});
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    for (int strip = 64; strip <= 128; strip *= 2) {
+        for (int chunk : {32, 64, 128, 512, 1024})
+            rows.push_back({DIFFUSE_STREAM, DIFFUSE_MAX_STEPS, strip, chunk});
+        /* the chunk that makes the warps one wave (the occupancy API's) */
+        int blocks = 0;
+        CHECK(diffuse_stream_blocks_per_sm(kind, DIFFUSE_MAX_STEPS, strip, &blocks));
+        const long long per_strip = (long long)blocks * DIFFUSE_STREAM_WARPS * sms /
+                                    diffuse_stream_strips(w, DIFFUSE_MAX_STEPS, strip);
+        if (per_strip >= 1)
+            rows.push_back({DIFFUSE_STREAM, DIFFUSE_MAX_STEPS, strip, (int)((h + per_strip - 1) / per_strip)});
+    }
+    static const char *const names[] = {"", "global", "shared", "temporal", "stream"};
     double global_ms = 0;
-    for (int v = DIFFUSE_GLOBAL; v <= DIFFUSE_TEMPORAL; v++)
-        for (int steps = 1; steps <= (v == DIFFUSE_TEMPORAL ? DIFFUSE_MAX_STEPS : 1); steps++) {
-            int result = 0;
-            const double ms = median_ms([&] {
-                CHECK(cudaMemcpyAsync(planes[0], first, bytes, cudaMemcpyDeviceToDevice));
-                CHECK(diffuse_run(&p, planes, iterations, v, steps, 64, 32, &result, 0));
-            }) - copy;  /* less the copy that restores the input */
-            out = planes[result];
-            CHECK(cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost));
-            if (v == DIFFUSE_GLOBAL) {
-                ref = got;
-                global_ms = ms;
-            }
-            double dg = 0, df = 0;
-            for (size_t i = 0; i < n; i++)
-                dg = fmax(dg, fabs((double)got[i] - ref[i]));
-            for (int i = 0; i < 64; i++)
-                df = fmax(df, fabs((double)got[(size_t)sy[i] * w + sx[i]] - f64[i]));
-            const double per = ms / iterations;
-            printf("%-10s %2d %10.4f %9.2f %9.2f %12.3g %12.3g\n",
-                   v == DIFFUSE_GLOBAL ? "global" : v == DIFFUSE_SHARED ? "shared" : "temporal",
-                   v == DIFFUSE_TEMPORAL ? steps : 1, per, global_ms / ms, copy / per, dg, df);
+    for (const row &r : rows) {
+        int result = 0;
+        const double ms = median_ms([&] {
+            CHECK(cudaMemcpyAsync(planes[0], first, bytes, cudaMemcpyDeviceToDevice));
+            CHECK(diffuse_run(&p, planes, iterations, r.version, r.k, r.tile_w, r.tile_h, &result, 0));
+        }) - copy;  /* less the copy that restores the input */
+        out = planes[result];
+        CHECK(cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost));
+        if (r.version == DIFFUSE_GLOBAL) {
+            ref = got;
+            global_ms = ms;
         }
+        double dg = 0, df = 0;
+        for (size_t i = 0; i < n; i++)
+            dg = fmax(dg, fabs((double)got[i] - ref[i]));
+        for (int i = 0; i < 64; i++)
+            df = fmax(df, fabs((double)got[(size_t)sy[i] * w + sx[i]] - f64[i]));
+        const double per = ms / iterations;
+        char tile[32] = "";
+        if (r.version != DIFFUSE_GLOBAL)
+            snprintf(tile, sizeof tile, "%dx%d", r.tile_w, r.tile_h);
+        printf("%-10s %2d %9s %10.4f %9.2f %9.2f %12.3g %12.3g\n", names[r.version], r.k, tile, per,
+               global_ms / ms, copy / per, dg, df);
+    }
     return 0;
 }

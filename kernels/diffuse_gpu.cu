@@ -13,6 +13,22 @@
  *             a side each iteration, and writes the inner tile. Global
  *             traffic per iteration: ((T+2k)^2 + T^2) / k floats a T^2
  *             tile instead of 2 T^2; the price: the halo's redundant work.
+ *   stream    (v4) k iterations a launch (k = 1..8) in registers, no shared
+ *             memory, no barrier. A warp owns a strip of W = 32 C columns
+ *             (C = 2 or 4 adjacent columns a lane, x0 = strip (W - 2k) - k
+ *             its first) and a chunk of H output rows, and streams down
+ *             its H + 2k input rows once: as input row t arrives, level s
+ *             (s iterations applied) is computed at row t - s from level
+ *             s - 1's rows t - s - 1 .. t - s + 1, level k stored. Levels
+ *             0..k-1 keep their last three rows in registers, row r in slot
+ *             r mod 3, the row loop unrolled by 3 so that every slot is a
+ *             fixed register; west and east across lanes by shuffles. Level
+ *             s is valid on local columns s .. W-1-s and rows s ..
+ *             H+2k-1-s (the rows above, computed as the pipeline fills
+ *             from the zeros it starts with, are never used), so the
+ *             W - 2k middle columns and H middle rows of level k are
+ *             exact. Traffic per iteration: (W/(W-2k) (H+2k)/H + 1) / k
+ *             floats an output.
  *
  * The border rule for tiles (exact, every mode, any k, tiles of 2x2 and
  * more). wrap: the tile and its halo load from wrapped coordinates and are
@@ -26,8 +42,14 @@
  * the image (and every block in wrap) take the path without these checks.
  * By induction every cell computed at iteration s is the reference's
  * state (in float): its neighbours were computed at s - 1.
+ * Streams follow the same rule, a cell outside the image holding a value
+ * no image cell reads: before level s is computed on a row, level s - 1's
+ * ghost cells next to the image's edge (across it from that row, or left
+ * of column 0 and right of column w - 1) are set to what the border mode
+ * maps them to, 0 or an image cell beside them on the same level.
  *
- * Arithmetic: one device function for every version, rounded op by op
+ * Arithmetic: one device function for every version (update, or update_of
+ * with the kind a template argument: the same operations), rounded op by op
  * (__fadd_rn, __fmul_rn, one __fmaf_rn, never contracted otherwise), so
  * every version gives the same floats bit for bit: the flux g(|d|) d with
  * d = u_n - u, g = expf(-(d/K)^2) (the accurate expf, 2 ulp) or
@@ -35,6 +57,7 @@
  * the reference's order. The state is float32, so the result may differ
  * from the float64 reference by one where it lies near a half
  * (docs/diffuse.md gives the bound). */
+#include <limits.h>
 #include <stdint.h>
 
 #include "diffuse_gpu.h"
@@ -64,6 +87,29 @@ __device__ __forceinline__ float update(const diffuse_params &p, float u, float 
     const float ns = __fadd_rn(flux(p, __fsub_rn(n, u)), flux(p, __fsub_rn(s, u)));
     const float total = __fadd_rn(__fadd_rn(ns, flux(p, __fsub_rn(w, u))), flux(p, __fsub_rn(e, u)));
     return __fmaf_rn(p.step, total, u);
+}
+
+/* flux and update with the kind fixed at compile time: the same operations
+ * in the same order, so the same bits. */
+template <int KIND>
+__device__ __forceinline__ float flux_of(float inv_k, float d)
+{
+    if (KIND == GF_DIFFUSE_HEAT)
+        return d;
+    const float r = __fmul_rn(d, inv_k), r2 = __fmul_rn(r, r);
+    if (KIND == GF_DIFFUSE_PM_EXP)
+        return __fmul_rn(expf(-r2), d);
+    return __fdiv_rn(d, __fadd_rn(1.0f, r2));
+}
+
+template <int KIND>
+__device__ __forceinline__ float update_of(float step, float inv_k, float u, float n, float s, float w,
+                                           float e)
+{
+    const float ns = __fadd_rn(flux_of<KIND>(inv_k, __fsub_rn(n, u)), flux_of<KIND>(inv_k, __fsub_rn(s, u)));
+    const float total = __fadd_rn(__fadd_rn(ns, flux_of<KIND>(inv_k, __fsub_rn(w, u))),
+                                  flux_of<KIND>(inv_k, __fsub_rn(e, u)));
+    return __fmaf_rn(step, total, u);
 }
 
 __device__ __forceinline__ size_t plane_offset(const diffuse_params &p)
@@ -153,6 +199,304 @@ __global__ void __launch_bounds__(kTx * kTy)
     }
 }
 
+/* v4: see the opening comment. A block is kStreamWarps independent warps,
+ * warp g of a plane on strip g % strips of chunk g / strips. */
+constexpr int kStreamWarps = DIFFUSE_STREAM_WARPS;
+
+__host__ __device__ constexpr int mod3(int x)
+{
+    return (x % 3 + 3) % 3;
+}
+
+/* The registers a thread may use (__maxnreg__): the state, (2K + 1) C
+ * values live across a row (two rows a level, three of level 0), and room
+ * for the updates in flight; a bound rather than a target, so that ptxas
+ * keeps everything in registers (it may use fewer). */
+__host__ __device__ constexpr int stream_registers(int k, int c, int kind)
+{
+    return ((2 * k + 1) * c + (kind == GF_DIFFUSE_HEAT ? 4 * k + 56 : 8 * k + 80) + 7) / 8 * 8;
+}
+
+/* The value an image cell reads across the image's edge: 0 (constant),
+ * its own (nearest, reflect; mirror on a side of 1) or its neighbour on
+ * the other side (mirror). */
+enum { kEdgeZero = 0, kEdgeSelf = 1, kEdgeOpposite = 2 };
+
+__device__ __forceinline__ int edge_rule(gf_border border, int n)
+{
+    return border == GF_BORDER_CONSTANT ? kEdgeZero
+           : border == GF_BORDER_MIRROR && n > 1 ? kEdgeOpposite : kEdgeSelf;
+}
+
+template <int C>
+__device__ __forceinline__ void load_vector(const float *q, float (&d)[C])
+{
+    if constexpr (C == 4) {
+        const float4 f = __ldg(reinterpret_cast<const float4 *>(q));
+        d[0] = f.x, d[1] = f.y, d[2] = f.z, d[3] = f.w;
+    } else {
+        const float2 f = __ldg(reinterpret_cast<const float2 *>(q));
+        d[0] = f.x, d[1] = f.y;
+    }
+}
+
+template <int C>
+__device__ __forceinline__ void store_vector(float *q, const float (&d)[C])
+{
+    if constexpr (C == 4)
+        *reinterpret_cast<float4 *>(q) = make_float4(d[0], d[1], d[2], d[3]);
+    else
+        *reinterpret_cast<float2 *>(q) = make_float2(d[0], d[1]);
+}
+
+/* One warp's strip and chunk. Not EDGE (the strip and chunk with their
+ * halo inside the image, or wrap): every cell updates from its strip
+ * neighbours, loaded straight from the plane or, in wrap across the edge,
+ * from wrapped coordinates. EDGE: rows and columns outside the image load
+ * as 0 and hold unused values, except the ghost cells next to the image's
+ * edge: before level s is computed on a row, level s - 1's cells across
+ * the edge from it (the row above row 0, below row h - 1, the columns left
+ * of column 0 and right of column w - 1) are set to what the border mode
+ * reads there, from the image cells beside them on the same level. */
+template <int K, int C, int KIND, bool EDGE>
+struct stream_warp {
+    static constexpr int W = 32 * C;
+    const float *u;
+    float *out;
+    float step, inv_k;
+    int w, h, lane, x0, y0, rows;  /* rows: input rows streamed, chunk + 2K */
+    bool direct, vec, vstore, wrap;
+    unsigned store_mask;           /* bit c: the lane's column c is written */
+    int vrule, hrule;
+    float v[K][3][C];              /* v[s][r % 3]: level s at local row r */
+    float result[C];               /* level K of the step's row */
+
+    __device__ __forceinline__ void init(const diffuse_params &p, const float *plane, float *dest,
+                                         int strip, int chunk, int chunk_h, bool inside)
+    {
+        u = plane;
+        out = dest;
+        step = p.step;
+        inv_k = p.inv_k;
+        w = p.width;
+        h = p.height;
+        lane = (int)(threadIdx.x & 31);
+        x0 = strip * (W - 2 * K) - K;
+        y0 = chunk * chunk_h;
+        rows = min(chunk_h, h - y0) + 2 * K;
+        const gf_border border = (gf_border)p.border;
+        wrap = border == GF_BORDER_WRAP;
+        direct = inside;
+        vec = w % C == 0 && x0 % C == 0;
+        vrule = edge_rule(border, h);
+        hrule = edge_rule(border, w);
+        store_mask = 0;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const int j = C * lane + c, gx = x0 + j;
+            if (j >= K && j < W - K && gx < w)
+                store_mask |= 1u << c;
+        }
+        vstore = vec && store_mask == (1u << C) - 1;
+    }
+
+    /* Level 0 at local row t (image row y0 - K + t). */
+    __device__ __forceinline__ void load(int t, float (&d)[C])
+    {
+        const int gy = y0 - K + t;
+        if (!EDGE && direct) {
+            const float *q = u + (size_t)gy * w + (x0 + C * lane);
+            if (vec) {
+                load_vector<C>(q, d);
+            } else {
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    d[c] = __ldg(q + c);
+            }
+            return;
+        }
+        const int my = gy >= 0 && gy < h ? gy : wrap ? gf_border_index(gy, h, GF_BORDER_WRAP) : -1;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            const int gx = x0 + C * lane + c;
+            const int mx = gx >= 0 && gx < w ? gx : wrap ? gf_border_index(gx, w, GF_BORDER_WRAP) : -1;
+            d[c] = my >= 0 && mx >= 0 ? __ldg(u + (size_t)my * w + mx) : 0.0f;
+        }
+    }
+
+    /* Level K at local row t - K: image row y0 + t - 2K, one of the chunk's. */
+    __device__ __forceinline__ void store(int t, const float (&r)[C])
+    {
+        float *q = out + (size_t)(y0 + t - 2 * K) * w;
+        if (vstore) {
+            store_vector<C>(q + x0 + C * lane, r);
+            return;
+        }
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            if (store_mask >> c & 1)
+                q[x0 + C * lane + c] = r[c];
+    }
+
+    /* What a ghost cell reads: 0, the image cell next to it (near) or the
+     * one after that (far, mirror). */
+    __device__ __forceinline__ float across(int rule, float near, float far)
+    {
+        return rule == kEdgeZero ? 0.0f : rule == kEdgeSelf ? near : far;
+    }
+
+    /* Row r's ghost cell left of column 0, from the columns east of it. */
+    __device__ __forceinline__ void ghost_left(float (&r)[C])
+    {
+        const float next0 = __shfl_down_sync(0xffffffffu, r[0], 1);
+        const float next1 = __shfl_down_sync(0xffffffffu, r[1], 1);
+        const int first = x0 + C * lane;
+        float e1[C], e2[C];
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            e1[c] = c + 1 < C ? r[c + 1] : next0;
+            e2[c] = c + 2 < C ? r[c + 2] : c + 2 == C ? next0 : next1;
+        }
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            if (first + c == -1)
+                r[c] = across(hrule, e1[c], e2[c]);
+    }
+
+    /* Row r's ghost cell right of column w - 1, from the columns west of it. */
+    __device__ __forceinline__ void ghost_right(float (&r)[C])
+    {
+        const float last = __shfl_up_sync(0xffffffffu, r[C - 1], 1);
+        const float before = __shfl_up_sync(0xffffffffu, r[C - 2], 1);
+        const int first = x0 + C * lane;
+        float w1[C], w2[C];
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            w1[c] = c >= 1 ? r[c - 1] : last;
+            w2[c] = c >= 2 ? r[c - 2] : c == 1 ? last : before;
+        }
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            if (first + c == w)
+                r[c] = across(hrule, w1[c], w2[c]);
+    }
+
+    /* Row a's ghost row (across the edge from row m), from m or b, the row
+     * on m's other side (mirror). */
+    __device__ __forceinline__ void ghost_row(float (&a)[C], const float (&m)[C], const float (&b)[C])
+    {
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            a[c] = across(vrule, m[c], b[c]);
+    }
+
+    /* Level S at local row t - S, in the step of input row t (t % 3 == P). */
+    template <int S, int P>
+    __device__ __forceinline__ void level(int t)
+    {
+        constexpr int north = mod3(P - S - 1), mid = mod3(P - S), south = mod3(P - S + 1);
+        float(&a)[C] = v[S - 1][north];
+        float(&m)[C] = v[S - 1][mid];
+        float(&b)[C] = v[S - 1][south];
+        if (EDGE) {
+            const int gy = y0 - K + t - S;
+            if (gy == 0)
+                ghost_row(a, m, b);
+            if (gy == h - 1)
+                ghost_row(b, m, a);
+            if (x0 < 0)
+                ghost_left(m);
+            if (w - x0 < W)
+                ghost_right(m);
+        }
+        const float west = __shfl_up_sync(0xffffffffu, m[C - 1], 1);
+        const float east = __shfl_down_sync(0xffffffffu, m[0], 1);
+        float r[C];
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            r[c] = update_of<KIND>(step, inv_k, m[c], a[c], b[c], c > 0 ? m[c - 1] : west,
+                                   c < C - 1 ? m[c + 1] : east);
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            if constexpr (S < K)
+                v[S][mid][c] = r[c];
+            else
+                result[c] = r[c];
+        }
+    }
+
+    template <int S, int P>
+    __device__ __forceinline__ void levels(int t)
+    {
+        if constexpr (S <= K) {
+            level<S, P>(t);
+            levels<S + 1, P>(t);
+        }
+    }
+
+    /* Input row t: level 1, then row t + 1 loads into the slot level 1 has
+     * just freed (row t - 2) while levels 2..K run. */
+    template <int P>
+    __device__ __forceinline__ void row(int t)
+    {
+        level<1, P>(t);
+        if (t + 1 < rows)
+            load(t + 1, v[0][mod3(P + 1)]);
+        levels<2, P>(t);
+        if (t >= 2 * K)
+            store(t, result);
+    }
+
+    /* Input rows 0..2K-1 fill the pipeline: level s is valid from input row
+     * 2s on (at its row s); the values before, from the zeros the state
+     * starts with, are never stored nor read by a valid cell. */
+    __device__ __forceinline__ void run()
+    {
+#pragma unroll
+        for (int s = 0; s < K; s++)
+#pragma unroll
+            for (int r = 0; r < 3; r++)
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    v[s][r][c] = 0.0f;
+        load(0, v[0][0]);
+        int t = 0;
+#pragma unroll 1
+        for (; t + 3 <= rows; t += 3) {
+            row<0>(t);
+            row<1>(t + 1);
+            row<2>(t + 2);
+        }
+        if (t < rows)
+            row<0>(t);
+        if (t + 1 < rows)
+            row<1>(t + 1);
+    }
+};
+
+template <int K, int C, int KIND>
+__global__ void __launch_bounds__(32 * kStreamWarps) __maxnreg__(stream_registers(K, C, KIND))
+    steps_stream(diffuse_params p, const float *__restrict__ cur, float *__restrict__ next, int strips,
+                 int warps, int chunk_h)
+{
+    const int g = (int)(blockIdx.x * kStreamWarps + threadIdx.x / 32);
+    if (g >= warps)
+        return;
+    const int strip = g % strips, chunk = g / strips;
+    const int x0 = strip * (32 * C - 2 * K) - K, y0 = chunk * chunk_h;
+    const int last = min(y0 + chunk_h, p.height);
+    const bool inside = x0 >= 0 && x0 + 32 * C <= p.width && y0 >= K && last + K <= p.height;
+    if (inside || p.border == GF_BORDER_WRAP) {
+        stream_warp<K, C, KIND, false> s;
+        s.init(p, cur + plane_offset(p), next + plane_offset(p), strip, chunk, chunk_h, inside);
+        s.run();
+    } else {
+        stream_warp<K, C, KIND, true> s;
+        s.init(p, cur + plane_offset(p), next + plane_offset(p), strip, chunk, chunk_h, false);
+        s.run();
+    }
+}
+
 template <typename T>
 __global__ void load_planes(const T *image, int channels, size_t n, int planes, float *out)
 {
@@ -201,6 +545,35 @@ const void *tiled_for(int k)
     case 6: return tiled_kernel<6>();
     case 7: return tiled_kernel<7>();
     case 8: return tiled_kernel<8>();
+    default: return nullptr;
+    }
+}
+
+template <int K, int C>
+const void *stream_kernel(int kind)
+{
+    return kind == GF_DIFFUSE_HEAT     ? (const void *)steps_stream<K, C, GF_DIFFUSE_HEAT>
+           : kind == GF_DIFFUSE_PM_EXP ? (const void *)steps_stream<K, C, GF_DIFFUSE_PM_EXP>
+                                       : (const void *)steps_stream<K, C, GF_DIFFUSE_PM_RATIONAL>;
+}
+
+template <int K>
+const void *stream_width(int strip_w, int kind)
+{
+    return strip_w == 64 ? stream_kernel<K, 2>(kind) : strip_w == 128 ? stream_kernel<K, 4>(kind) : nullptr;
+}
+
+const void *stream_for(int k, int strip_w, int kind)
+{
+    switch (k) {
+    case 1: return stream_width<1>(strip_w, kind);
+    case 2: return stream_width<2>(strip_w, kind);
+    case 3: return stream_width<3>(strip_w, kind);
+    case 4: return stream_width<4>(strip_w, kind);
+    case 5: return stream_width<5>(strip_w, kind);
+    case 6: return stream_width<6>(strip_w, kind);
+    case 7: return stream_width<7>(strip_w, kind);
+    case 8: return stream_width<8>(strip_w, kind);
     default: return nullptr;
     }
 }
@@ -296,16 +669,51 @@ cudaError_t diffuse_steps_tiled(const diffuse_params *p, const float *cur, float
     return cudaGetLastError();
 }
 
+int diffuse_stream_strips(int width, int k, int strip_w)
+{
+    return tiles(width, strip_w - 2 * k);
+}
+
+cudaError_t diffuse_stream_blocks_per_sm(int kind, int k, int strip_w, int *blocks)
+{
+    const void *kernel = stream_for(k, strip_w, kind);
+    *blocks = 0;
+    if (!kernel)
+        return cudaErrorInvalidValue;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, 32 * kStreamWarps, 0);
+}
+
+cudaError_t diffuse_steps_stream(const diffuse_params *p, const float *cur, float *next, int k,
+                                 int strip_w, int chunk_h, cudaStream_t stream)
+{
+    const void *kernel = stream_for(k, strip_w, p->kind);
+    if (!kernel || chunk_h < 1)
+        return cudaErrorInvalidValue;
+    int strips = diffuse_stream_strips(p->width, k, strip_w);
+    const long long total = (long long)strips * tiles(p->height, chunk_h);
+    if (total > INT_MAX - kStreamWarps)
+        return cudaErrorInvalidValue;
+    int warps = (int)total;
+    diffuse_params params = *p;
+    void *args[] = {&params, (void *)&cur, (void *)&next, &strips, &warps, &chunk_h};
+    const dim3 grid((unsigned)((warps + kStreamWarps - 1) / kStreamWarps), (unsigned)p->planes);
+    return cudaLaunchKernel(kernel, grid, dim3(32 * kStreamWarps), args, 0, stream);
+}
+
 cudaError_t diffuse_run(const diffuse_params *p, float *planes[2], int iterations, int version,
                         int k, int tile_w, int tile_h, int *result, cudaStream_t stream)
 {
+    const int many = version == DIFFUSE_TEMPORAL || version == DIFFUSE_STREAM;
     int cur = 0;
     for (int done = 0; done < iterations;) {
-        const int steps = version == DIFFUSE_TEMPORAL ? (iterations - done < k ? iterations - done : k) : 1;
-        const cudaError_t err =
-            version == DIFFUSE_GLOBAL
-                ? diffuse_step_global(p, planes[cur], planes[!cur], stream)
-                : diffuse_steps_tiled(p, planes[cur], planes[!cur], steps, tile_w, tile_h, stream);
+        const int steps = many ? (iterations - done < k ? iterations - done : k) : 1;
+        cudaError_t err;
+        if (version == DIFFUSE_GLOBAL)
+            err = diffuse_step_global(p, planes[cur], planes[!cur], stream);
+        else if (version == DIFFUSE_STREAM)
+            err = diffuse_steps_stream(p, planes[cur], planes[!cur], steps, tile_w, tile_h, stream);
+        else
+            err = diffuse_steps_tiled(p, planes[cur], planes[!cur], steps, tile_w, tile_h, stream);
         if (err != cudaSuccess)
             return err;
         cur = !cur;

@@ -13,11 +13,13 @@ extern "C" {
 
 /* The ladder: one launch an iteration from global memory; one launch an
  * iteration on a shared tile with a 1-pixel halo; k iterations a launch on
- * a shared tile with a k-pixel halo. */
-enum { DIFFUSE_GLOBAL = 1, DIFFUSE_SHARED = 2, DIFFUSE_TEMPORAL = 3 };
-#define DIFFUSE_MAX_STEPS 8   /* k of the temporal kernel: 1..8 */
+ * a shared tile with a k-pixel halo; k iterations a launch streamed down
+ * strips in registers, a warp a strip. */
+enum { DIFFUSE_GLOBAL = 1, DIFFUSE_SHARED = 2, DIFFUSE_TEMPORAL = 3, DIFFUSE_STREAM = 4 };
+#define DIFFUSE_MAX_STEPS 8   /* k of the temporal and stream kernels: 1..8 */
 #define DIFFUSE_THREADS_X 32  /* every tiled launch: 32 x 8 threads */
 #define DIFFUSE_THREADS_Y 8
+#define DIFFUSE_STREAM_WARPS 2  /* a stream block: 2 warps, each its own strip and chunk */
 
 typedef struct {
     int width, height, planes;  /* planes: the filtered channels, one plane each */
@@ -46,9 +48,20 @@ cudaError_t diffuse_steps_tiled(const diffuse_params *p, const float *cur, float
 size_t diffuse_shared_bytes(int k, int tile_w, int tile_h);
 cudaError_t diffuse_blocks_per_sm(int k, int tile_w, int tile_h, int *blocks);
 
+/* k iterations (1..DIFFUSE_MAX_STEPS), cur to next, streamed: a warp a
+ * strip of strip_w columns (64 or 128: 2 or 4 a lane; strip_w - 2k of them
+ * written) down a chunk of chunk_h rows. */
+cudaError_t diffuse_steps_stream(const diffuse_params *p, const float *cur, float *next, int k,
+                                 int strip_w, int chunk_h, cudaStream_t stream);
+/* The strips across 'width'; blocks per SM of the stream kernel of a
+ * kind (gf_diffuse_kind) from the occupancy API. */
+int diffuse_stream_strips(int width, int k, int strip_w);
+cudaError_t diffuse_stream_blocks_per_sm(int kind, int k, int strip_w, int *blocks);
+
 /* 'iterations' iterations from planes[0] with 'version' (k a launch for the
- * temporal one, the remainder in a last launch); *result: the index of the
- * plane buffer that holds the result. */
+ * temporal and stream ones, the remainder in a last launch; tile_w x tile_h:
+ * the tile, or for stream the strip width and chunk height); *result: the
+ * index of the plane buffer that holds the result. */
 cudaError_t diffuse_run(const diffuse_params *p, float *planes[2], int iterations, int version,
                         int k, int tile_w, int tile_h, int *result, cudaStream_t stream);
 

@@ -36,8 +36,8 @@ typedef struct {
     int tile_width, tile_height;  /* 0 x 0: choose from the occupancy API */
     gf_conv_version conv_version;
     gf_fft_mode fft;
-    int diffuse_version;          /* --kernel global|shared|temporal[:K]: 1..3; 0: auto */
-    int diffuse_steps;            /* temporal:K, 1..8; 0: from the occupancy and halo cost */
+    int diffuse_version;          /* --kernel global|shared|temporal[:K]|stream[:K]: 1..4; 0: auto */
+    int diffuse_steps;            /* temporal:K or stream:K, 1..8; 0: from the cost model */
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */
@@ -108,8 +108,9 @@ gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 int gf_cuda_tile_sweep(gf_backend *cuda, const gf_image *img, const gf_mask *mask,
                        gf_border border, int channels_filtered, int csv, FILE *out);
 /* --tile sweep for --diffuse: upload img, then time the diffusion how
- * (border and channels set) with the global and shared versions and the
- * temporal one at every candidate tile and k: threads, blocks per SM,
+ * (border and channels set) with the global and shared versions, the
+ * temporal one at every candidate tile and k and the stream one at every
+ * strip width, k and several chunk heights: threads, blocks per SM,
  * shared bytes, redundant work, ms an iteration, the ratio to the global
  * version and % of a device copy of the planes (one read and one write),
  * the automatic choice marked. 0, -1 on a failure, -2 for a usage error. */

@@ -4,15 +4,21 @@
  * The image's filtered channels go to float32 planes on the device, the
  * iterations run there, one rounding writes them back in place. K from the
  * percentile is the reference's (diffuse_k.c) on a download of the image,
- * so it is the same K. The version: --kernel global|shared|temporal[:K],
- * by default temporal with the k (1..8) of the least modelled cost:
- * floats moved an output and iteration, ((T+2k)^2 + T^2) / (k T^2),
- * slowed where fewer than half the SM's threads are resident (the
- * occupancy API), plus the cells computed an output and iteration (the
- * halo's redundant work) at a weight for the conductance's arithmetic.
- * The weights are estimates, not measurements; --tile sweep shows the
- * trade. In strip mode, or where the planes do not fit the device, the
- * host reference runs instead (on_host). */
+ * so it is the same K. The version: --kernel
+ * global|shared|temporal[:K]|stream[:K], by default stream: it computes
+ * the temporal kernel's cells without its shared-memory traffic and
+ * barriers and moves fewer floats for the same k. Its k (1..8), strip
+ * width (64 or 128) and chunk height are those of the least modelled
+ * cost, in floats of global traffic an output and iteration: the floats
+ * moved, (reads + 1) / k, and the cells computed at a weight for the
+ * conductance's arithmetic, overlapping (the larger plus half the
+ * smaller), slowed under 8 resident warps an SM (the occupancy API), and
+ * divided by the last wave's fill (chunk heights that make the warps a
+ * whole number of waves are candidates). The temporal kernel's k (--kernel
+ * temporal) is chosen the same way from its own traffic and halo. The
+ * weights are estimates, not measurements; --tile sweep shows the trade.
+ * In strip mode, or where the planes do not fit the device, the host
+ * reference runs instead (on_host). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -24,8 +30,10 @@
 #define DEFAULT_TILE_H 32
 
 typedef struct {
-    int version, k, tile_w, tile_h, blocks_per_sm;
+    int version, k, tile_w, tile_h, blocks_per_sm;  /* stream: tile_w x tile_h = strip x chunk */
 } diffuse_plan;
+
+static const char *const version_names[] = {"", "global", "shared", "temporal", "stream"};
 
 /* Cells computed per output and iteration over k iterations of a tile. */
 static double work_per_output(int k, int tw, int th)
@@ -36,9 +44,30 @@ static double work_per_output(int k, int tw, int th)
     return cells / ((double)k * tw * th);
 }
 
-static double redundant_percent(int k, int tw, int th)
+/* The stream kernel's cells computed per output and iteration, which are
+ * also its floats read per output and launch: every strip of sw columns
+ * streams its chunks' rows and 2k more. */
+static double stream_cells(int width, int height, int k, int sw, int chunk)
 {
-    return 100.0 * (work_per_output(k, tw, th) - 1.0);
+    const double strips = diffuse_stream_strips(width, k, sw);
+    const double chunks = (height + chunk - 1) / chunk;
+    return strips * sw * (height + chunks * 2.0 * k) / ((double)width * height);
+}
+
+static double redundant_percent(const cuda_backend *b, const diffuse_plan *plan)
+{
+    if (plan->version == DIFFUSE_GLOBAL)
+        return 0.0;
+    if (plan->version == DIFFUSE_STREAM)
+        return 100.0 * (stream_cells(b->width, b->height, plan->k, plan->tile_w, plan->tile_h) - 1.0);
+    return 100.0 * (work_per_output(plan->k, plan->tile_w, plan->tile_h) - 1.0);
+}
+
+static double conductance_weight(const gf_diffuse *how, int stream)
+{
+    if (stream)  /* instructions a cell (8 for heat, ~60 with a conductance) in floats of traffic */
+        return how->kind == GF_DIFFUSE_HEAT ? 0.35 : how->kind == GF_DIFFUSE_PM_EXP ? 2.3 : 1.9;
+    return how->kind == GF_DIFFUSE_HEAT ? 0.1 : how->kind == GF_DIFFUSE_PM_EXP ? 0.6 : 0.4;
 }
 
 /* The modelled cost of an iteration in floats of global traffic an output. */
@@ -48,8 +77,73 @@ static double model_cost(const cuda_backend *b, const gf_diffuse *how, int k, in
     const double moved = ((double)(tw + 2 * k) * (th + 2 * k) + (double)tw * th) / ((double)k * tw * th);
     const double occupancy = (double)blocks * DIFFUSE_THREADS_X * DIFFUSE_THREADS_Y /
                              (double)b->prop.maxThreadsPerMultiProcessor;
-    const double weight = how->kind == GF_DIFFUSE_HEAT ? 0.1 : how->kind == GF_DIFFUSE_PM_EXP ? 0.6 : 0.4;
-    return moved / (occupancy >= 0.5 ? 1.0 : occupancy / 0.5) + weight * work_per_output(k, tw, th);
+    return moved / (occupancy >= 0.5 ? 1.0 : occupancy / 0.5) +
+           conductance_weight(how, 0) * work_per_output(k, tw, th);
+}
+
+static double stream_cost(const cuda_backend *b, const gf_diffuse *how, int k, int sw, int chunk,
+                          int blocks)
+{
+    const double cells = stream_cells(b->width, b->height, k, sw, chunk);
+    const double warps = (double)blocks * DIFFUSE_STREAM_WARPS;
+    const double slow = warps >= 8.0 ? 1.0 : 8.0 / warps;
+    const double moved = (cells + 1.0) / k * slow, work = conductance_weight(how, 1) * cells * slow;
+    const double total = (double)diffuse_stream_strips(b->width, k, sw) *
+                         ((b->height + chunk - 1) / chunk) * how->channels_filtered;
+    const double waves = total / (warps * b->prop.multiProcessorCount);
+    return (fmax(moved, work) + 0.5 * fmin(moved, work)) * ceil(waves) / waves;
+}
+
+/* The stream plan of least modelled cost over k (up to the iterations),
+ * strip width and chunk height, each given (not 0) or free; 0, or -1 on a
+ * device failure. */
+static int plan_stream(const cuda_backend *b, const gf_diffuse *how, int given_k, int given_w,
+                       int given_h, diffuse_plan *plan)
+{
+    static const int widths[] = {64, 128};
+    static const int chunks[] = {16, 32, 64, 128, 256, 512};
+    double best = INFINITY;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        const int sw = given_w ? given_w : widths[i];
+        const int last = given_k ? given_k : how->iterations < DIFFUSE_MAX_STEPS ? how->iterations
+                                                                                 : DIFFUSE_MAX_STEPS;
+        for (int k = given_k ? given_k : 1; k <= last; k++) {
+            int blocks = 0;
+            CUDA_CHECK(diffuse_stream_blocks_per_sm(how->kind, k, sw, &blocks), "querying occupancy");
+            if (blocks == 0)
+                continue;
+            /* the fixed heights, and those that make 1..4 whole waves */
+            int candidates[sizeof chunks / sizeof chunks[0] + 4], n = 0;
+            if (given_h)
+                candidates[n++] = given_h;
+            for (size_t c = 0; !given_h && c < sizeof chunks / sizeof chunks[0]; c++)
+                candidates[n++] = chunks[c];
+            const long long slots = (long long)blocks * DIFFUSE_STREAM_WARPS * b->prop.multiProcessorCount;
+            const long long across = (long long)diffuse_stream_strips(b->width, k, sw) * how->channels_filtered;
+            for (int waves = 1; !given_h && waves <= 4; waves++) {
+                const long long per_strip = waves * slots / across;
+                if (per_strip >= 1)
+                    candidates[n++] = (int)((b->height + per_strip - 1) / per_strip);
+            }
+            for (int c = 0; c < n; c++) {
+                const int chunk = candidates[c] < b->height ? candidates[c] : b->height;
+                if (chunk < 8 && chunk < b->height && !given_h)
+                    continue;
+                const double cost = stream_cost(b, how, k, sw, chunk, blocks);
+                if (cost < best) {
+                    best = cost;
+                    *plan = (diffuse_plan){DIFFUSE_STREAM, k, sw, chunk, blocks};
+                }
+            }
+        }
+        if (given_w)
+            break;
+    }
+    if (best == INFINITY) {
+        gf_set_error("--diffuse stream: no kernel fits on the device");
+        return -1;
+    }
+    return 0;
 }
 
 /* The version, k and tile for this run; -2 (a usage error) for a tile
@@ -57,11 +151,21 @@ static double model_cost(const cuda_backend *b, const gf_diffuse *how, int k, in
 static int plan_diffuse(const cuda_backend *b, const gf_diffuse *how, diffuse_plan *plan)
 {
     const gf_backend_options *o = &b->options;
-    *plan = (diffuse_plan){o->diffuse_version ? o->diffuse_version : DIFFUSE_TEMPORAL, 1,
+    *plan = (diffuse_plan){o->diffuse_version ? o->diffuse_version : DIFFUSE_STREAM, 1,
                            o->tile_width ? o->tile_width : DEFAULT_TILE_W,
                            o->tile_height ? o->tile_height : DEFAULT_TILE_H, 0};
     if (plan->version == DIFFUSE_GLOBAL)
         return 0;
+    if (plan->version == DIFFUSE_STREAM) {
+        if (o->tile_width && o->tile_width != 64 && o->tile_width != 128) {
+            gf_set_error("tile %dx%d cannot launch for --diffuse stream: its width is a warp's strip, "
+                         "64 or 128 columns (2 or 4 a lane), its height the rows a warp streams; "
+                         "--kernel temporal takes tiles of any size",
+                         o->tile_width, o->tile_height);
+            return -2;
+        }
+        return plan_stream(b, how, o->diffuse_steps, o->tile_width, o->tile_height, plan);
+    }
     const int first = plan->version == DIFFUSE_SHARED ? 1 : o->diffuse_steps ? o->diffuse_steps : 1;
     const int last = plan->version == DIFFUSE_SHARED ? 1 : o->diffuse_steps ? o->diffuse_steps : DIFFUSE_MAX_STEPS;
     double best = INFINITY;
@@ -119,16 +223,25 @@ static int alloc_planes(const diffuse_params *p, float *planes[2])
     return 0;
 }
 
+static size_t plan_shared_bytes(const diffuse_plan *plan)
+{
+    return plan->version == DIFFUSE_SHARED || plan->version == DIFFUSE_TEMPORAL
+               ? diffuse_shared_bytes(plan->k, plan->tile_w, plan->tile_h) : 0;
+}
+
 static void report_plan(const cuda_backend *b, const diffuse_plan *plan, float ms)
 {
-    static const char *const names[] = {"", "global", "shared", "temporal"};
     fprintf(b->options.log, "gpufilter: diffuse on %s (device %d): %s", b->prop.name,
-            b->options.device, names[plan->version]);
-    if (plan->version != DIFFUSE_GLOBAL)
+            b->options.device, version_names[plan->version]);
+    if (plan->version == DIFFUSE_STREAM)
+        fprintf(b->options.log, ", k %d, strip %d columns (%d a lane) x chunk %d rows, %d blocks/SM "
+                "(%d warps), redundant work %.1f%%", plan->k, plan->tile_w, plan->tile_w / 32,
+                plan->tile_h, plan->blocks_per_sm, plan->blocks_per_sm * DIFFUSE_STREAM_WARPS,
+                redundant_percent(b, plan));
+    else if (plan->version != DIFFUSE_GLOBAL)
         fprintf(b->options.log, ", k %d, tile %dx%d, %d blocks/SM, shared %zu B, redundant work %.1f%%",
-                plan->k, plan->tile_w, plan->tile_h, plan->blocks_per_sm,
-                diffuse_shared_bytes(plan->k, plan->tile_w, plan->tile_h),
-                redundant_percent(plan->k, plan->tile_w, plan->tile_h));
+                plan->k, plan->tile_w, plan->tile_h, plan->blocks_per_sm, plan_shared_bytes(plan),
+                redundant_percent(b, plan));
     fprintf(b->options.log, ", %.3f ms\n", ms);
 }
 
@@ -233,24 +346,63 @@ static int copy_ms(cuda_backend *b, const diffuse_params *p, float *planes[2], d
     return 0;
 }
 
-static void sweep_row(FILE *out, int csv, const diffuse_plan *plan, size_t shared, double ms,
+static void sweep_row(FILE *out, int csv, const cuda_backend *b, const diffuse_plan *plan, double ms,
                       double v1_ms, double bound_ms, int chosen)
 {
-    static const char *const names[] = {"", "global", "shared", "temporal"};
-    const int threads = DIFFUSE_THREADS_X * DIFFUSE_THREADS_Y;
-    const double redundant = plan->version == DIFFUSE_GLOBAL ? 0.0
-                             : redundant_percent(plan->k, plan->tile_w, plan->tile_h);
+    const int threads = plan->version == DIFFUSE_STREAM ? 32 * DIFFUSE_STREAM_WARPS
+                                                        : DIFFUSE_THREADS_X * DIFFUSE_THREADS_Y;
+    const size_t shared = plan_shared_bytes(plan);
+    const double redundant = redundant_percent(b, plan);
     if (csv)
-        fprintf(out, "%s,%d,%dx%d,%d,%d,%zu,%.1f,%.4f,%.2f,%.1f,%d\n", names[plan->version], plan->k,
-                plan->tile_w, plan->tile_h, threads, plan->blocks_per_sm, shared, redundant, ms,
+        fprintf(out, "%s,%d,%dx%d,%d,%d,%zu,%.1f,%.4f,%.2f,%.1f,%d\n", version_names[plan->version],
+                plan->k, plan->tile_w, plan->tile_h, threads, plan->blocks_per_sm, shared, redundant, ms,
                 v1_ms / ms, 100.0 * bound_ms / ms, chosen);
     else
         fprintf(out, "%-9s %2d %4dx%-3d %7d %9d %9zu %9.1f %10.4f %7.2f %8.1f%s\n",
-                names[plan->version], plan->k, plan->tile_w, plan->tile_h, threads, plan->blocks_per_sm, shared, redundant, ms, v1_ms / ms,
-                100.0 * bound_ms / ms, chosen ? "  *" : "");
+                version_names[plan->version], plan->k, plan->tile_w, plan->tile_h, threads,
+                plan->blocks_per_sm, shared, redundant, ms, v1_ms / ms, 100.0 * bound_ms / ms,
+                chosen ? "  *" : "");
 }
 
-/* Every tile x k of the temporal kernel after global and shared (64x32). */
+static int same_plan(const diffuse_plan *a, const diffuse_plan *b)
+{
+    return a->version == b->version && a->k == b->k && a->tile_w == b->tile_w && a->tile_h == b->tile_h;
+}
+
+/* The stream kernel's rows: each strip width and k, at chunks of 32 to 256
+ * rows and at the chunk the model takes for them (marked when it differs). */
+static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_params *p,
+                        float *planes[2], int csv, FILE *out, const diffuse_plan *chosen, double v1,
+                        double bound)
+{
+    static const int widths[] = {64, 128}, chunks[] = {32, 64, 128, 256};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (int k = 1; k <= DIFFUSE_MAX_STEPS; k++) {
+            diffuse_plan modelled;
+            if (plan_stream(b, how, k, widths[i], 0, &modelled) < 0)
+                return -1;
+            for (size_t c = 0; c <= sizeof chunks / sizeof chunks[0]; c++) {
+                const int last = c == sizeof chunks / sizeof chunks[0];
+                const int chunk = last ? modelled.tile_h : chunks[c] < p->height ? chunks[c] : p->height;
+                if (c > 0 && !last && chunk == chunks[c - 1])
+                    continue;  /* a short image: one chunk from here on */
+                int repeat = 0;
+                for (size_t e = 0; last && e < sizeof chunks / sizeof chunks[0]; e++)
+                    repeat |= chunk == (chunks[e] < p->height ? chunks[e] : p->height);
+                if (repeat)
+                    continue;
+                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], chunk, modelled.blocks_per_sm};
+                double ms = 0.0;
+                if (time_version(b, p, planes, how->iterations, &plan, &ms) < 0)
+                    return -1;
+                sweep_row(out, csv, b, &plan, ms, v1, bound, same_plan(&plan, chosen));
+            }
+        }
+    return 0;
+}
+
+/* global, shared (64x32), every tile x k of the temporal kernel, then the
+ * stream kernel's rows. */
 static int sweep_all(cuda_backend *b, const gf_diffuse *how, const diffuse_params *p,
                      float *planes[2], int csv, FILE *out)
 {
@@ -272,9 +424,10 @@ static int sweep_all(cuda_backend *b, const gf_diffuse *how, const diffuse_param
                 "x_global,pct_of_copy_bound,chosen\n");
     else
         fprintf(out, "%dx%d, %d plane%s, %d iterations; bound: a device copy of the planes, %.4f ms\n"
+                "(stream: tile = strip columns x chunk rows)\n"
                 "version    k     tile threads blocks/SM    shared redundant%%  ms/iter  x global  %% bound\n",
                 p->width, p->height, p->planes, p->planes == 1 ? "" : "s", how->iterations, bound);
-    sweep_row(out, csv, &plan, 0, v1, v1, bound, 0);
+    sweep_row(out, csv, b, &plan, v1, v1, bound, 0);
     for (int v = DIFFUSE_SHARED; v <= DIFFUSE_TEMPORAL; v++)
         for (size_t t = 0; t < sizeof sweep_tiles / sizeof sweep_tiles[0]; t++)
             for (int k = 1; k <= (v == DIFFUSE_SHARED ? 1 : DIFFUSE_MAX_STEPS); k++) {
@@ -292,11 +445,9 @@ static int sweep_all(cuda_backend *b, const gf_diffuse *how, const diffuse_param
                 }
                 if (time_version(b, p, planes, how->iterations, &plan, &ms) < 0)
                     return -1;
-                const int is_chosen = v == chosen.version && k == chosen.k &&
-                                      plan.tile_w == chosen.tile_w && plan.tile_h == chosen.tile_h;
-                sweep_row(out, csv, &plan, shared, ms, v1, bound, is_chosen);
+                sweep_row(out, csv, b, &plan, ms, v1, bound, same_plan(&plan, &chosen));
             }
-    return 0;
+    return sweep_stream(b, how, p, planes, csv, out, &chosen, v1, bound);
 }
 
 int gf_cuda_diffuse_sweep(gf_backend *cuda, const gf_image *img, const gf_diffuse *how, int csv,

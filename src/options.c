@@ -164,9 +164,12 @@ static void usage(FILE *out)
 "                         (default: the fastest measured for the mask and\n"
 "                         image; -v names it), or for experiments direct,\n"
 "                         separable, blocked, tiled, naive; for --diffuse:\n"
-"                         global, shared, temporal or temporal:K (K 1-8\n"
-"                         iterations a launch; default: temporal, K from\n"
-"                         the occupancy and halo cost; --tile WxH its tile)\n"
+"                         global, shared, temporal[:K] (K 1-8 iterations\n"
+"                         a launch on a shared tile, --tile WxH), or\n"
+"                         stream[:K] (the default: K iterations a launch in\n"
+"                         registers, a warp streaming down a strip; --tile\n"
+"                         WxH: W 64 or 128 columns a strip, H rows a warp;\n"
+"                         K and the strip from a cost model, -v prints them)\n"
 "      --fft MODE         GPU masks past 31x31 (boxes aside) by FFT: auto\n"
 "                         (default: where the estimates say it is faster;\n"
 "                         -v names the method), always, never\n"
@@ -593,11 +596,11 @@ static int parse_output_option(int c, const char *arg, gf_job *j)
     return -1;
 }
 
-/* --kernel global|shared|temporal[:K] (--diffuse's versions): -1 when
- * parsed, NOT_MINE for another name, else the exit status (printed). */
+/* --kernel global|shared|temporal[:K]|stream[:K] (--diffuse's versions):
+ * -1 when parsed, NOT_MINE for another name, else the exit status (printed). */
 static int parse_diffuse_kernel(const char *arg, gf_backend_options *o)
 {
-    static const char *const names[] = {"global", "shared", "temporal", NULL};
+    static const char *const names[] = {"global", "shared", "temporal", "stream", NULL};
     const char *colon = strchr(arg, ':');
     char name[16];
     const size_t length = colon ? (size_t)(colon - arg) : strlen(arg);
@@ -609,8 +612,8 @@ static int parse_diffuse_kernel(const char *arg, gf_backend_options *o)
     if (choice < 0)
         return NOT_MINE;
     o->diffuse_version = choice + 1;  /* DIFFUSE_GLOBAL.. (kernels/diffuse_gpu.h) */
-    if (colon && (choice != 2 || parse_int(colon + 1, 1, 8, &o->diffuse_steps) < 0))
-        return usage_error("--kernel %s: only temporal takes :K, K 1 to 8", arg);
+    if (colon && (choice < 2 || parse_int(colon + 1, 1, 8, &o->diffuse_steps) < 0))
+        return usage_error("--kernel %s: only temporal and stream take :K, K 1 to 8", arg);
     return -1;
 }
 
@@ -652,7 +655,7 @@ static int parse_device_option(int c, const char *arg, gf_job *j, const char **t
         if ((choice = parse_choice(arg, kernel_names)) < 0)
             return usage_error("unknown kernel version '%s' (auto, direct, blocked, separable, "
                                "tiled, naive; for --diffuse: global, shared, temporal, "
-                               "temporal:K)", arg);
+                               "temporal:K, stream, stream:K)", arg);
         j->backend_options.conv_version = (gf_conv_version)choice;
         break;
     case OPT_DEVICE:
@@ -756,8 +759,8 @@ static int check_job(gf_job *j, char **paths, int count, const char *tile_text)
     if (j->csv && !j->tile_sweep)
         return usage_error("%s", "--csv goes with --tile sweep");
     if (j->backend_options.diffuse_version && !has_diffuse(&j->pipeline))
-        return usage_error("%s", "--kernel global, shared and temporal are --diffuse's versions: "
-                                 "the job has no --diffuse");
+        return usage_error("%s", "--kernel global, shared, temporal and stream are --diffuse's "
+                                 "versions: the job has no --diffuse");
     if (j->tile_sweep)
         return check_sweep(j, paths, count);
     if (j->stats && count > 1)

@@ -267,7 +267,12 @@ def test_refused(gf, tmp_path, value, tokens):
 # ---------------------------------------------------------------------------
 # the GPU ladder (--backend cuda only)
 
-CUDA_VERSIONS = ["global", "shared", "temporal", "temporal:1", "temporal:3", "temporal:8"]
+# (--kernel, --tile): the tiled versions on 8x8 tiles; stream on strips of
+# 64 and 128 columns (2 and 4 a lane) and chunks that leave a short one
+CUDA_VERSIONS = [("global", "8x8"), ("shared", "8x8"), ("temporal", "8x8"), ("temporal:1", "8x8"),
+                 ("temporal:3", "8x8"), ("temporal:8", "8x8"), ("stream", None),
+                 ("stream:1", "64x16"), ("stream:3", "128x16"), ("stream:3", "64x5"),
+                 ("stream:8", "64x8"), ("stream:8", "128x40")]
 
 
 @pytest.mark.parametrize("border", BORDERS)
@@ -276,20 +281,76 @@ def test_cuda_versions_agree(gf, tmp_path, rng, backend, kind, border):
     """Every version runs the same float operations: the same bytes, and
     within the bound of the reference; tiles of 8x8 put edge blocks, corner
     blocks and interior ones in a 45x37 image, 19 iterations leave a
-    remainder after every k."""
+    remainder after every k; a strip is wider than the image."""
     if backend != "cuda":
         pytest.skip("the GPU versions run on --backend cuda")
     RUNNING["backend"] = "cuda"
     img = smooth_noise(rng, 37, 45, 2)
     exact, _ = oracle(img, kind, iterations=19, border=border, filter_alpha=True)
     first = None
-    for version in CUDA_VERSIONS:
+    for version, tile in CUDA_VERSIONS:
+        extra = ["--tile", tile] if tile else []
+        tag = version.replace(":", "-") + (f"-{tile}" if tile else "")
         got, _ = run(gf, tmp_path, img, [spec(kind, iterations=19), "-b", border, "--filter-alpha",
-                                         "--kernel", version, "--tile", "8x8"], backend, tag=version)
-        check(got, exact, 255, f"{kind} -b {border} --kernel {version}")
+                                         "--kernel", version, *extra], backend, tag=tag)
+        check(got, exact, 255, f"{kind} -b {border} --kernel {version} --tile {tile}")
         if first is None:
             first = got
-        assert np.array_equal(got, first), f"--kernel {version} differs from global"
+        assert np.array_equal(got, first), f"--kernel {version} --tile {tile} differs from global"
+
+
+# (height, width, channels, --filter-alpha, kind, iterations, stream:K, --tile): images
+# smaller than a strip; sizes that strips (64 - 2k or 128 - 2k columns
+# written) and chunks do not divide, with interior strips and chunks (no
+# border steps) beside edge ones; odd widths (scalar loads) and widths of 4n
+# (vector loads); 1, 3 and 4 planes; iterations that leave a remainder
+STREAM_CASES = [
+    ((1, 1), 1, False, "heat", 5, 3, "64x16"),
+    ((1, 9), 3, False, "pm-exp", 7, 3, "128x4"),
+    ((9, 1), 1, False, "pm-rational", 11, 8, "64x2"),
+    ((2, 2), 4, True, "heat", 9, 8, "128x1"),
+    ((3, 5), 4, False, "pm-exp", 10, 1, "64x16"),
+    ((37, 45), 1, False, "heat", 13, 8, "64x7"),
+    ((70, 131), 3, False, "pm-rational", 10, 3, "64x16"),
+    ((90, 300), 4, True, "heat", 19, 8, "128x33"),
+    ((90, 200), 1, False, "pm-exp", 11, 8, "64x64"),
+    ((41, 260), 3, False, "heat", 17, 1, "128x8"),
+]
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("case", STREAM_CASES,
+                         ids=lambda c: f"{c[0][1]}x{c[0][0]}x{c[1]}-{c[3]}-{c[4]}it-k{c[5]}-{c[6]}")
+def test_cuda_stream_matches_global(gf, tmp_path, rng, backend, case, border):
+    """The stream kernel gives global's bytes for every border mode at any
+    size, strip, chunk, k and plane count."""
+    if backend != "cuda":
+        pytest.skip("the GPU versions run on --backend cuda")
+    RUNNING["backend"] = "cuda"
+    (h, w), channels, filter_alpha, kind, iterations, k, tile = case
+    img = smooth_noise(rng, h, w, channels)
+    args = [spec(kind, iterations=iterations), "-b", border] + (["--filter-alpha"] if filter_alpha else [])
+    want, _ = run(gf, tmp_path, img, [*args, "--kernel", "global"], backend, tag="global")
+    got, _ = run(gf, tmp_path, img, [*args, "--kernel", f"stream:{k}", "--tile", tile], backend,
+                 tag="stream")
+    exact, _ = oracle(img, kind, iterations=iterations, border=border, filter_alpha=filter_alpha)
+    check(got, exact, 255, f"{w}x{h}x{channels} {kind} -b {border} stream:{k} --tile {tile}")
+    assert np.array_equal(got, want), f"stream:{k} --tile {tile} differs from global"
+
+
+def test_cuda_stream_verbose_and_tile_refused(gf, tmp_path, rng, backend):
+    """-v names the automatic choice (stream, its k, strip and chunk); a
+    --tile whose width is not a strip's is a usage error for stream."""
+    if backend != "cuda":
+        pytest.skip("the GPU versions run on --backend cuda")
+    img = smooth_noise(rng, 40, 50, 1)
+    _, r = run(gf, tmp_path, img, ["-v", spec("heat", iterations=10)], backend)
+    assert re.search(r"diffuse on .*: stream, k \d, strip (64|128) columns", r.err), r.err
+    src = tmp_path / "in-refused.png"
+    write_png(src, img)
+    r = gf.run("--backend", backend, "--diffuse", "--kernel", "stream", "--tile", "32x8", str(src),
+               str(tmp_path / "out.png"))
+    check_error(r, 2, ("stream", "64 or 128"))
 
 
 def test_cuda_strips_run_the_reference(gf, tmp_path, rng, backend):
@@ -307,6 +368,9 @@ def test_cuda_strips_run_the_reference(gf, tmp_path, rng, backend):
     (["--kernel", "temporal", "-m", "box3"], ("--diffuse",)),
     (["--diffuse", "--kernel", "temporal:9"], ("temporal", "1 to 8")),
     (["--diffuse", "--kernel", "global:2"], ("temporal", "1 to 8")),
+    (["--diffuse", "--kernel", "stream:0"], ("stream", "1 to 8")),
+    (["--diffuse", "--kernel", "stream:9"], ("stream", "1 to 8")),
+    (["--kernel", "stream", "-m", "box3"], ("--diffuse",)),
 ])
 def test_cuda_kernel_refused(gf, tmp_path, args, tokens):
     src = tmp_path / "in.png"
