@@ -7,16 +7,12 @@
  * so it is the same K. The version: --kernel
  * global|shared|temporal[:K]|stream[:K], by default stream: it computes
  * the temporal kernel's cells without its shared-memory traffic and
- * barriers and moves fewer floats for the same k. Its k (1..8), strip
- * width (64 or 128) and chunk height are those of the least modelled
- * cost, in floats of global traffic an output and iteration: the floats
- * moved, (reads + 1) / k, and the cells computed at a weight for the
- * conductance's arithmetic, overlapping (the larger plus half the
- * smaller), slowed under 8 resident warps an SM (the occupancy API), and
- * divided by the last wave's fill (chunk heights that make the warps a
- * whole number of waves are candidates). The temporal kernel's k (--kernel
- * temporal) is chosen the same way from its own traffic and halo. The
- * weights are estimates, not measurements; --tile sweep shows the trade.
+ * barriers and moves fewer floats for the same k. Its k, strip width and
+ * chunk height: plan_stream's measured default. The temporal kernel's k
+ * (--kernel temporal) is the one of least modelled cost, in floats of
+ * global traffic an output and iteration: the floats moved and the cells
+ * computed at a weight for the conductance's arithmetic (estimates, not
+ * measurements); --tile sweep shows the trade.
  * In strip mode, or where the planes do not fit the device, the host
  * reference runs instead (on_host). */
 #include <math.h>
@@ -63,10 +59,8 @@ static double redundant_percent(const cuda_backend *b, const diffuse_plan *plan)
     return 100.0 * (work_per_output(plan->k, plan->tile_w, plan->tile_h) - 1.0);
 }
 
-static double conductance_weight(const gf_diffuse *how, int stream)
+static double conductance_weight(const gf_diffuse *how)
 {
-    if (stream)  /* instructions a cell (8 for heat, ~60 with a conductance) in floats of traffic */
-        return how->kind == GF_DIFFUSE_HEAT ? 0.35 : how->kind == GF_DIFFUSE_PM_EXP ? 2.3 : 1.9;
     return how->kind == GF_DIFFUSE_HEAT ? 0.1 : how->kind == GF_DIFFUSE_PM_EXP ? 0.6 : 0.4;
 }
 
@@ -78,71 +72,32 @@ static double model_cost(const cuda_backend *b, const gf_diffuse *how, int k, in
     const double occupancy = (double)blocks * DIFFUSE_THREADS_X * DIFFUSE_THREADS_Y /
                              (double)b->prop.maxThreadsPerMultiProcessor;
     return moved / (occupancy >= 0.5 ? 1.0 : occupancy / 0.5) +
-           conductance_weight(how, 0) * work_per_output(k, tw, th);
+           conductance_weight(how) * work_per_output(k, tw, th);
 }
 
-static double stream_cost(const cuda_backend *b, const gf_diffuse *how, int k, int sw, int chunk,
-                          int blocks)
-{
-    const double cells = stream_cells(b->width, b->height, k, sw, chunk);
-    const double warps = (double)blocks * DIFFUSE_STREAM_WARPS;
-    const double slow = warps >= 8.0 ? 1.0 : 8.0 / warps;
-    const double moved = (cells + 1.0) / k * slow, work = conductance_weight(how, 1) * cells * slow;
-    const double total = (double)diffuse_stream_strips(b->width, k, sw) *
-                         ((b->height + chunk - 1) / chunk) * how->channels_filtered;
-    const double waves = total / (warps * b->prop.multiProcessorCount);
-    return (fmax(moved, work) + 0.5 * fmin(moved, work)) * ceil(waves) / waves;
-}
-
-/* The stream plan of least modelled cost over k (up to the iterations),
- * strip width and chunk height, each given (not 0) or free; 0, or -1 on a
- * device failure. */
+/* The stream plan: k, strip width and chunk height each given (not 0) or
+ * the measured default (docs/diffuse.md): the most iterations a launch up
+ * to 8, strips of 64 columns, chunks of 64 rows halved down to 16 while
+ * the warps would fill fewer than two waves on the device. 0, or -1 on a
+ * device failure or when no such kernel fits. */
 static int plan_stream(const cuda_backend *b, const gf_diffuse *how, int given_k, int given_w,
                        int given_h, diffuse_plan *plan)
 {
-    static const int widths[] = {64, 128};
-    static const int chunks[] = {16, 32, 64, 128, 256, 512};
-    double best = INFINITY;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        const int sw = given_w ? given_w : widths[i];
-        const int last = given_k ? given_k : how->iterations < DIFFUSE_MAX_STEPS ? how->iterations
-                                                                                 : DIFFUSE_MAX_STEPS;
-        for (int k = given_k ? given_k : 1; k <= last; k++) {
-            int blocks = 0;
-            CUDA_CHECK(diffuse_stream_blocks_per_sm(how->kind, k, sw, &blocks), "querying occupancy");
-            if (blocks == 0)
-                continue;
-            /* the fixed heights, and those that make 1..4 whole waves */
-            int candidates[sizeof chunks / sizeof chunks[0] + 4], n = 0;
-            if (given_h)
-                candidates[n++] = given_h;
-            for (size_t c = 0; !given_h && c < sizeof chunks / sizeof chunks[0]; c++)
-                candidates[n++] = chunks[c];
-            const long long slots = (long long)blocks * DIFFUSE_STREAM_WARPS * b->prop.multiProcessorCount;
-            const long long across = (long long)diffuse_stream_strips(b->width, k, sw) * how->channels_filtered;
-            for (int waves = 1; !given_h && waves <= 4; waves++) {
-                const long long per_strip = waves * slots / across;
-                if (per_strip >= 1)
-                    candidates[n++] = (int)((b->height + per_strip - 1) / per_strip);
-            }
-            for (int c = 0; c < n; c++) {
-                const int chunk = candidates[c] < b->height ? candidates[c] : b->height;
-                if (chunk < 8 && chunk < b->height && !given_h)
-                    continue;
-                const double cost = stream_cost(b, how, k, sw, chunk, blocks);
-                if (cost < best) {
-                    best = cost;
-                    *plan = (diffuse_plan){DIFFUSE_STREAM, k, sw, chunk, blocks};
-                }
-            }
-        }
-        if (given_w)
-            break;
-    }
-    if (best == INFINITY) {
+    const int k = given_k ? given_k : how->iterations < DIFFUSE_MAX_STEPS ? how->iterations
+                                                                        : DIFFUSE_MAX_STEPS;
+    const int sw = given_w ? given_w : 64;
+    int blocks = 0;
+    CUDA_CHECK(diffuse_stream_blocks_per_sm(how->kind, k, sw, &blocks), "querying occupancy");
+    if (blocks == 0) {
         gf_set_error("--diffuse stream: no kernel fits on the device");
         return -1;
     }
+    int chunk = given_h ? given_h : 64;
+    const long long slots = (long long)blocks * DIFFUSE_STREAM_WARPS * b->prop.multiProcessorCount;
+    const long long across = (long long)diffuse_stream_strips(b->width, k, sw) * how->channels_filtered;
+    while (!given_h && chunk > 16 && across * ((b->height + chunk - 1) / chunk) < 2 * slots)
+        chunk /= 2;
+    *plan = (diffuse_plan){DIFFUSE_STREAM, k, sw, chunk < b->height ? chunk : b->height, blocks};
     return 0;
 }
 
