@@ -380,12 +380,12 @@ $(BUILD)/gpufilter-bench: $(BENCH_MAIN) $(BENCH_OBJ) $(KERNEL_OBJ)
 
 # the 16-bit kernels against the device copy (bench/depth16_bench.cu)
 bench-depth16: $(BUILD)/depth16-bench
-$(BUILD)/depth16-bench: bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o kernels/depth16.h src/border.h src/mask.h
+$(BUILD)/depth16-bench: bench/depth16_bench.cu bench/bench_timing.cuh $(KERNEL_BUILD)/obj/depth16.o kernels/depth16.h src/border.h src/mask.h
 	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/depth16_bench.cu $(KERNEL_BUILD)/obj/depth16.o
 # the CLAHE chain against the device copy, checked against the host
 # (bench/clahe_bench.cu; OpenCV's CPU time: bench/clahe_opencv.py)
 bench-clahe: $(BUILD)/clahe-bench
-$(BUILD)/obj/clahe_bench.o: bench/clahe_bench.cu kernels/clahe_gpu.h src/clahe.h src/image.h | $(BUILD)/obj
+$(BUILD)/obj/clahe_bench.o: bench/clahe_bench.cu bench/bench_timing.cuh kernels/clahe_gpu.h src/clahe.h src/image.h | $(BUILD)/obj
 	$(NVCC) $(NVCCFLAGS) -Ikernels -Isrc -c -o $@ $<
 $(BUILD)/clahe-bench: $(BUILD)/obj/clahe_bench.o $(KERNEL_BUILD)/obj/clahe_gpu.o $(BUILD)/obj/clahe.o $(BUILD)/obj/util.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -393,6 +393,6 @@ $(BUILD)/clahe-bench: $(BUILD)/obj/clahe_bench.o $(KERNEL_BUILD)/obj/clahe_gpu.o
 bench-diffuse: $(BUILD)/diffuse-bench
 	$(BUILD)/diffuse-bench
 	$(BUILD)/diffuse-bench 8192 8192 16 1
-$(BUILD)/diffuse-bench: bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o kernels/diffuse_gpu.h src/border.h
+$(BUILD)/diffuse-bench: bench/diffuse_bench.cu bench/bench_timing.cuh $(KERNEL_BUILD)/obj/diffuse_gpu.o kernels/diffuse_gpu.h src/border.h
 	$(NVCC) $(NVCCFLAGS) -Ikernels -o $@ bench/diffuse_bench.cu $(KERNEL_BUILD)/obj/diffuse_gpu.o
 # ---- end bench ----------------------------------------------------------------------

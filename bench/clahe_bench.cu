@@ -28,44 +28,8 @@ extern "C" {
 #include "../src/clahe.h"
 }
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "clahe-bench: %s: %s\n", #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
-
-static cudaEvent_t g_start, g_stop;
-
-/* Median of 20 timed launch() calls, each after an untimed prep(). */
-template <typename F, typename G>
-static double median_ms(F launch, G prep)
-{
-    std::vector<float> ms;
-    prep();
-    launch();  /* warm */
-    CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < 20; i++) {
-        float t = 0;
-        prep();
-        CHECK(cudaEventRecord(g_start));
-        launch();
-        CHECK(cudaEventRecord(g_stop));
-        CHECK(cudaEventSynchronize(g_stop));
-        CHECK(cudaEventElapsedTime(&t, g_start, g_stop));
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return (ms[9] + ms[10]) / 2.0;
-}
-
-template <typename F>
-static double median_ms(F launch)
-{
-    return median_ms(launch, [] {});
-}
+#define BENCH_NAME "clahe-bench"
+#include "bench_timing.cuh"
 
 /* A gradient with noise and a darker band: tiles that differ. */
 static void make_image(std::vector<unsigned char> &bytes, int W, int H, int C, int depth)
@@ -114,14 +78,14 @@ static void run_case(const char *name, int W, int H, int C, int depth, int hist_
     CHECK(cudaMalloc((void **)&p.hist, hist_b));
     CHECK(cudaMalloc(&p.cells, cell_b));
 
-    const double copy_ms = median_ms([&] { CHECK(cudaMemcpyAsync(copy, src, bytes, cudaMemcpyDeviceToDevice, 0)); });
+    const double copy_ms = median_ms(20, [&] { CHECK(cudaMemcpyAsync(copy, src, bytes, cudaMemcpyDeviceToDevice, 0)); });
     CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
-    const double chain_ms = median_ms([&] { CHECK(clahe_run(&p, 0)); });
+    const double chain_ms = median_ms(20, [&] { CHECK(clahe_run(&p, 0)); });
     CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
-    const double hist_ms = median_ms([&] { CHECK(clahe_histograms(&p, 0)); });
+    const double hist_ms = median_ms(20, [&] { CHECK(clahe_histograms(&p, 0)); });
     /* the tables consume the histograms at 16 bits: fresh ones each time */
-    const double lut_ms = median_ms([&] { CHECK(clahe_tile_luts(&p, 0)); }, [&] { CHECK(clahe_histograms(&p, 0)); });
-    const double interp_ms = median_ms([&] { CHECK(clahe_interpolate(&p, 0)); });
+    const double lut_ms = median_ms(20, [&] { CHECK(clahe_tile_luts(&p, 0)); }, [&] { CHECK(clahe_histograms(&p, 0)); });
+    const double interp_ms = median_ms(20, [&] { CHECK(clahe_interpolate(&p, 0)); });
 
     /* one run on the original image, against the host's */
     CHECK(cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice));
@@ -158,8 +122,6 @@ int main(int argc, char **argv)
     }
     struct cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
-    CHECK(cudaEventCreate(&g_start));
-    CHECK(cudaEventCreate(&g_stop));
     printf("# clahe-bench %dx%d on %s; clip 40, 8x8 tiles; ms = median of 20; ratio = CLAHE / copy\n",
            W, H, prop.name);
     printf("%-10s %10s %10s %8s %8s %8s %8s  %s\n", "case", "copy ms", "CLAHE ms", "ratio", "hist", "luts",

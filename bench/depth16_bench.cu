@@ -26,35 +26,8 @@ extern "C" {
 #include "../src/mask.h"
 }
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "depth16-bench: %s: %s\n", #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-
-static cudaEvent_t g_start, g_stop;
-
-template <typename F>
-static double median_ms(F launch)
-{
-    std::vector<float> ms;
-    launch();  /* warm */
-    CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < 20; i++) {
-        float t = 0;
-        CHECK(cudaEventRecord(g_start));
-        launch();
-        CHECK(cudaEventRecord(g_stop));
-        CHECK(cudaEventSynchronize(g_stop));
-        CHECK(cudaEventElapsedTime(&t, g_start, g_stop));
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return (ms[9] + ms[10]) / 2.0;
-}
+#define BENCH_NAME "depth16-bench"
+#include "bench_timing.cuh"
 
 struct Mask {
     const char *name;
@@ -102,8 +75,6 @@ static int check(const std::vector<uint16_t> &img, const uint16_t *d_out, int W,
 int main(int argc, char **argv)
 {
     const int W = argc > 2 ? atoi(argv[1]) : 8192, H = argc > 2 ? atoi(argv[2]) : 8192;
-    CHECK(cudaEventCreate(&g_start));
-    CHECK(cudaEventCreate(&g_stop));
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("# depth16-bench %dx%d on %s; ms = median of 20; %% = copy ms / ms\n", W, H, prop.name);
@@ -136,7 +107,7 @@ int main(int argc, char **argv)
         CHECK(cudaMalloc(&d_src, n * 2));
         CHECK(cudaMalloc(&d_dst, n * 2));
         CHECK(cudaMemcpy(d_src, img.data(), n * 2, cudaMemcpyHostToDevice));
-        const double copy = median_ms([&] { CHECK(cudaMemcpyAsync(d_dst, d_src, n * 2, cudaMemcpyDeviceToDevice)); });
+        const double copy = median_ms(20, [&] { CHECK(cudaMemcpyAsync(d_dst, d_src, n * 2, cudaMemcpyDeviceToDevice)); });
         printf("%-3d %-28s %9.3f %7.1f%% (%.0f GB/s)\n", C, "device copy", copy, 100.0,
                2.0 * n * 2 / (copy * 1e6));
         for (const Mask &m : masks) {
@@ -165,7 +136,7 @@ int main(int argc, char **argv)
                 CHECK(cudaMemcpy(d_w, m.weights.data(), m.weights.size() * 8, cudaMemcpyHostToDevice));
                 p.weights = (const double *)d_w;
             }
-            const double ms = median_ms([&] { CHECK(depth16_conv_direct(&p, 0)); });
+            const double ms = median_ms(20, [&] { CHECK(depth16_conv_direct(&p, 0)); });
             const int bad = check(img, d_dst, W, H, C, m);
             printf("%-3d %-28s %9.3f %7.1f%% %s\n", C, m.name, ms, 100.0 * copy / ms,
                    bad ? "MISMATCH" : "ok");
@@ -188,7 +159,7 @@ int main(int argc, char **argv)
             CHECK(cudaMemcpy(d_f, both.data(), both.size() * 8, cudaMemcpyHostToDevice));
             p.row = d_f; p.column = d_f + 61;
             CHECK(cudaMalloc(&p.scratch, depth16_scratch_bytes(&p)));
-            const double ms = median_ms([&] { CHECK(depth16_conv_separable(&p, 0)); });
+            const double ms = median_ms(20, [&] { CHECK(depth16_conv_separable(&p, 0)); });
             const int bad = check(img, d_dst, W, H, C, m);
             printf("%-3d %-28s %9.3f %7.1f%% %s\n", C, m.name, ms, 100.0 * copy / ms,
                    bad ? "MISMATCH" : "ok");
@@ -200,7 +171,7 @@ int main(int argc, char **argv)
         CHECK(cudaMalloc(&d_counts, 4 * 65536 * 4));
         CHECK(cudaMalloc(&d_lut, 4 * 65536 * 2));
         CHECK(cudaMemset(d_lut, 0, 4 * 65536 * 2));
-        const double hist = median_ms([&] { CHECK(depth16_histogram(d_src, (size_t)W * H, C, 0, d_counts, 0)); });
+        const double hist = median_ms(20, [&] { CHECK(depth16_histogram(d_src, (size_t)W * H, C, 0, d_counts, 0)); });
         std::vector<unsigned> counts((size_t)C * 65536);
         CHECK(cudaMemcpy(counts.data(), d_counts, counts.size() * 4, cudaMemcpyDeviceToHost));
         std::vector<unsigned> want(counts.size());
@@ -209,7 +180,7 @@ int main(int argc, char **argv)
         printf("%-3d %-28s %9.3f %7.1f%% %s\n", C, "histogram (65536 bins)", hist,
                100.0 * copy / 2 / hist, counts == want ? "ok" : "MISMATCH");
         CHECK(cudaMemcpy(d_dst, d_src, n * 2, cudaMemcpyDeviceToDevice));
-        const double lut = median_ms([&] { CHECK(depth16_apply_lut(d_dst, (size_t)W * H, C, C, d_lut, DEPTH16_LUT_PER_CHANNEL, 0)); });
+        const double lut = median_ms(20, [&] { CHECK(depth16_apply_lut(d_dst, (size_t)W * H, C, C, d_lut, DEPTH16_LUT_PER_CHANNEL, 0)); });
         printf("%-3d %-28s %9.3f %7.1f%%\n", C, "table per channel", lut, 100.0 * copy / lut);
         CHECK(cudaFree(d_counts));
         CHECK(cudaFree(d_lut));

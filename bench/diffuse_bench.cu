@@ -27,35 +27,8 @@ extern "C" {
 #include "../src/border.h"
 }
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "diffuse-bench: %s: %s\n", #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
-
-static cudaEvent_t g_start, g_stop;
-
-template <typename F>
-static double median_ms(F launch)
-{
-    std::vector<float> ms;
-    launch();
-    CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < 10; i++) {
-        float t = 0;
-        CHECK(cudaEventRecord(g_start));
-        launch();
-        CHECK(cudaEventRecord(g_stop));
-        CHECK(cudaEventSynchronize(g_stop));
-        CHECK(cudaEventElapsedTime(&t, g_start, g_stop));
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return (ms[4] + ms[5]) / 2.0;
-}
+#define BENCH_NAME "diffuse-bench"
+#include "bench_timing.cuh"
 
 static double flux(int kind, double d, double k)
 {
@@ -119,10 +92,8 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&planes[1], bytes));
     CHECK(cudaMalloc(&first, bytes));
     CHECK(cudaMemcpy(first, u0.data(), bytes, cudaMemcpyHostToDevice));
-    CHECK(cudaEventCreate(&g_start));
-    CHECK(cudaEventCreate(&g_stop));
     const diffuse_params p = {w, h, 1, GF_BORDER_NEAREST, kind, (float)step, (float)(1.0 / k)};
-    const double copy = median_ms([&] { CHECK(cudaMemcpyAsync(planes[1], planes[0], bytes, cudaMemcpyDeviceToDevice)); });
+    const double copy = median_ms(10, [&] { CHECK(cudaMemcpyAsync(planes[1], planes[0], bytes, cudaMemcpyDeviceToDevice)); });
     printf("%dx%d gray float, %d iterations, kind %d, border nearest; copy of the plane %.4f ms "
            "(%.0f GB/s)\n", w, h, iterations, kind, copy, 2.0 * bytes / copy / 1e6);
     printf("%-10s %2s %9s %10s %9s %9s %12s %12s\n", "version", "k", "tile", "ms/iter", "x global",
@@ -162,7 +133,7 @@ int main(int argc, char **argv)
     double global_ms = 0;
     for (const row &r : rows) {
         int result = 0;
-        const double ms = median_ms([&] {
+        const double ms = median_ms(10, [&] {
             CHECK(cudaMemcpyAsync(planes[0], first, bytes, cudaMemcpyDeviceToDevice));
             CHECK(diffuse_run(&p, planes, iterations, r.version, r.k, r.tile_w, r.tile_h, &result, 0));
         }) - copy;  /* less the copy that restores the input */
