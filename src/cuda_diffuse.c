@@ -325,7 +325,7 @@ static int same_plan(const diffuse_plan *a, const diffuse_plan *b)
 }
 
 /* The stream kernel's rows: each strip width and k, at chunks of 32 to 256
- * rows and at the chunk the model takes for them (marked when it differs). */
+ * rows and at the default chunk for them (marked when it differs). */
 static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_params *p,
                         float *planes[2], int csv, FILE *out, const diffuse_plan *chosen, double v1,
                         double bound)
@@ -333,12 +333,12 @@ static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_pa
     static const int widths[] = {64, 128}, chunks[] = {32, 64, 128, 256};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         for (int k = 1; k <= DIFFUSE_MAX_STEPS; k++) {
-            diffuse_plan modelled;
-            if (plan_stream(b, how, k, widths[i], 0, &modelled) < 0)
+            diffuse_plan default_plan;
+            if (plan_stream(b, how, k, widths[i], 0, &default_plan) < 0)
                 return -1;
             for (size_t c = 0; c <= sizeof chunks / sizeof chunks[0]; c++) {
                 const int last = c == sizeof chunks / sizeof chunks[0];
-                const int chunk = last ? modelled.tile_h : chunks[c] < p->height ? chunks[c] : p->height;
+                const int chunk = last ? default_plan.tile_h : chunks[c] < p->height ? chunks[c] : p->height;
                 if (c > 0 && !last && chunk == chunks[c - 1])
                     continue;  /* a short image: one chunk from here on */
                 int repeat = 0;
@@ -346,7 +346,7 @@ static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_pa
                     repeat |= chunk == (chunks[e] < p->height ? chunks[e] : p->height);
                 if (repeat)
                     continue;
-                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], chunk, modelled.blocks_per_sm};
+                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], chunk, default_plan.blocks_per_sm};
                 double ms = 0.0;
                 if (time_version(b, p, planes, how->iterations, &plan, &ms) < 0)
                     return -1;
