@@ -5,10 +5,13 @@
 zmodload zsh/zpty
 zpty z 'zsh -f -i'
 zpty -w z "PS1='> '; fpath=($1 \$fpath); autoload -Uz compinit; compinit -u -D; path=($2 \$path)"
+# the pauses let the completion (which runs gpufilter --list-masks) end
+# before more keys arrive, with room for a sanitized build beside a
+# parallel test run
 zpty -w -n z "$3"$'\t'
-sleep 1
+sleep 3
 zpty -w -n z $'\x01echo LINE:\x05\n'
-sleep 0.5
+sleep 1
 out=''
 while zpty -rt z line; do out+=$line; done
 print -r -- $out | tr -d '\r' | grep -a '^LINE:' | tail -1
