@@ -37,7 +37,7 @@ typedef struct {
     gf_conv_version conv_version;
     gf_fft_mode fft;
     int diffuse_version;          /* --kernel global|shared|temporal[:K]|stream[:K]: 1..4; 0: auto */
-    int diffuse_steps;            /* temporal:K or stream:K, 1..8; 0: from the cost model */
+    int diffuse_steps;            /* temporal:K or stream:K, 1..8; 0: the version's choice */
     int device;                   /* CUDA device ordinal */
     size_t memory_limit;          /* image buffers on the device; 0: what is free */
     int pinned_staging;           /* keep page-locked host buffers between images */
@@ -83,7 +83,7 @@ struct gf_backend {
     int (*clahe)(gf_backend *self, const gf_clahe *how);
     /* --diffuse on the backend's own device (a gf_diffuse, border and
      * channels set); NULL: the pipeline runs gf_diffuse_image on_host. */
-    int (*diffuse)(gf_backend *self, const void *how);
+    int (*diffuse)(gf_backend *self, const gf_diffuse *how);
     /* Histogram, min, max, sum and sum of squares of every channel. */
     int (*statistics)(gf_backend *self, gf_channel_stats *per_channel);
     /* Wait until every queued operation has completed. */

@@ -90,6 +90,14 @@ int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border bor
 
 /* One band of a filter in strips: src holds 'height' rows (the band's
  * output rows plus the mask's halo), dst receives them. */
+/* Timed work for the sweeps: 'warm' untimed runs of 'what', then 'n'
+ * timed ones (events on the backend's stream) into ms[0..n-1]; 0, or -1
+ * on a device error. gf_cuda_median sorts ms in place. */
+typedef cudaError_t (*gf_cuda_timed_work)(cuda_backend *b, const void *arg);
+int gf_cuda_time_runs(cuda_backend *b, gf_cuda_timed_work what, const void *arg, int warm, int n,
+                      float *ms);
+float gf_cuda_median(float *ms, int n);
+
 typedef int (*gf_cuda_band_filter)(cuda_backend *b, void *job, const unsigned char *src,
                                    unsigned char *dst, int height);
 /* Filter the host-resident image (strip mode) band by band. */
@@ -113,6 +121,6 @@ int gf_cuda_convolve_large(cuda_backend *b, const gf_mask *mask, gf_border borde
                            int channels_filtered);
 
 /* --diffuse on the device (cuda_diffuse.c): the backend's diffuse hook. */
-int gf_cuda_diffuse(gf_backend *self, const void *how);
+int gf_cuda_diffuse(gf_backend *self, const gf_diffuse *how);
 
 #endif /* GF_CUDA_BACKEND_H */

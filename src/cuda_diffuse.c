@@ -222,10 +222,9 @@ static int run_on_device(cuda_backend *b, const gf_diffuse *how, const diffuse_p
     return 0;
 }
 
-int gf_cuda_diffuse(gf_backend *self, const void *arg)
+int gf_cuda_diffuse(gf_backend *self, const gf_diffuse *how)
 {
     cuda_backend *b = (cuda_backend *)self;
-    const gf_diffuse *how = arg;
     if (b->strips)
         return self->on_host(self, gf_diffuse_image, how);
     if (gf_diffuse_check(how) < 0)
@@ -260,44 +259,53 @@ int gf_cuda_diffuse(gf_backend *self, const void *arg)
 static const int sweep_tiles[][2] = {{32, 8}, {32, 16}, {32, 32}, {64, 16}, {64, 32},
                                      {64, 64}, {128, 32}, {128, 64}};
 
+typedef struct {
+    const diffuse_params *p;
+    float **planes;
+    int iterations;
+    const diffuse_plan *plan;
+} diffusion_run;
+
+static cudaError_t run_diffusion(cuda_backend *b, const void *arg)
+{
+    const diffusion_run *r = arg;
+    int result;
+    return diffuse_run(r->p, r->planes, r->iterations, r->plan->version, r->plan->k, r->plan->tile_w,
+                       r->plan->tile_h, &result, b->stream);
+}
+
 /* The median of 5 timed runs of the whole diffusion, ms an iteration. */
 static int time_version(cuda_backend *b, const diffuse_params *p, float *planes[2], int iterations,
                         const diffuse_plan *plan, double *ms_per_iteration)
 {
+    const diffusion_run run = {p, planes, iterations, plan};
     float ms[5];
-    int result;
-    for (int r = -1; r < 5; r++) {  /* run -1 warms up */
-        CUDA_CHECK(cudaEventRecord(b->start, b->stream), "timing");
-        CUDA_CHECK(diffuse_run(p, planes, iterations, plan->version, plan->k, plan->tile_w,
-                               plan->tile_h, &result, b->stream), "launching diffusion");
-        CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "timing");
-        CUDA_CHECK(cudaEventSynchronize(b->stop), "running diffusion");
-        if (r >= 0)
-            CUDA_CHECK(cudaEventElapsedTime(&ms[r], b->start, b->stop), "timing");
-    }
-    for (int i = 1; i < 5; i++)  /* insertion sort of five */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-            const float t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    *ms_per_iteration = ms[2] / iterations;
+    if (gf_cuda_time_runs(b, run_diffusion, &run, 1, 5, ms) < 0)
+        return -1;
+    *ms_per_iteration = gf_cuda_median(ms, 5) / iterations;
     return 0;
 }
 
-/* One read and one write of every plane: a device copy, ms. */
+typedef struct {
+    float *dst;
+    const float *src;
+    size_t bytes;
+} plane_copy;
+
+static cudaError_t copy_planes(cuda_backend *b, const void *arg)
+{
+    const plane_copy *c = arg;
+    return cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, b->stream);
+}
+
+/* One read and one write of every plane: the median of 5 device copies, ms. */
 static int copy_ms(cuda_backend *b, const diffuse_params *p, float *planes[2], double *ms)
 {
-    const size_t bytes = (size_t)p->width * p->height * p->planes * sizeof(float);
-    float t = 0.0f;
-    CUDA_CHECK(cudaMemcpyAsync(planes[1], planes[0], bytes, cudaMemcpyDeviceToDevice, b->stream), "copying");
-    CUDA_CHECK(cudaEventRecord(b->start, b->stream), "timing");
-    for (int i = 0; i < 5; i++)
-        CUDA_CHECK(cudaMemcpyAsync(planes[1], planes[0], bytes, cudaMemcpyDeviceToDevice, b->stream), "copying");
-    CUDA_CHECK(cudaEventRecord(b->stop, b->stream), "timing");
-    CUDA_CHECK(cudaEventSynchronize(b->stop), "copying");
-    CUDA_CHECK(cudaEventElapsedTime(&t, b->start, b->stop), "timing");
-    *ms = t / 5.0;
+    const plane_copy copy = {planes[1], planes[0], (size_t)p->width * p->height * p->planes * sizeof(float)};
+    float runs[5];
+    if (gf_cuda_time_runs(b, copy_planes, &copy, 1, 5, runs) < 0)
+        return -1;
+    *ms = gf_cuda_median(runs, 5);
     return 0;
 }
 

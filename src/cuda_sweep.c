@@ -25,10 +25,8 @@ static int compare_floats(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef cudaError_t (*timed_work)(cuda_backend *b, const void *arg);
-
-/* 'warm' untimed runs of 'what', then 'n' timed ones into ms[0..n-1]. */
-static int time_runs(cuda_backend *b, timed_work what, const void *arg, int warm, int n, float *ms)
+int gf_cuda_time_runs(cuda_backend *b, gf_cuda_timed_work what, const void *arg, int warm, int n,
+                      float *ms)
 {
     for (int i = -warm; i < n; i++) {
         CUDA_CHECK(cudaEventRecord(b->start, b->stream), "recording an event");
@@ -41,7 +39,7 @@ static int time_runs(cuda_backend *b, timed_work what, const void *arg, int warm
     return 0;
 }
 
-static float median_of(float *ms, int n)
+float gf_cuda_median(float *ms, int n)
 {
     qsort(ms, (size_t)n, sizeof ms[0], compare_floats);
     return ms[n / 2];
@@ -186,9 +184,9 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
     const double bytes = 2.0 * (double)b->height * (double)gf_cuda_row_bytes(b);  /* read + write */
     const double pixels = (double)b->width * (double)b->height;
     float copy_runs[SWEEP_REPS];
-    if (time_runs(b, copy_image, NULL, 2, SWEEP_REPS, copy_runs) < 0)
+    if (gf_cuda_time_runs(b, copy_image, NULL, 2, SWEEP_REPS, copy_runs) < 0)
         return -1;
-    const float copy_ms = median_of(copy_runs, SWEEP_REPS);
+    const float copy_ms = gf_cuda_median(copy_runs, SWEEP_REPS);
     const double copy_gbs = bytes / (copy_ms * 1e6);
     sweep_row *rows = calloc(SWEEP_WIDTHS * SWEEP_HEIGHTS + 1, sizeof *rows);  /* + the automatic tile */
     if (!rows) {
@@ -205,7 +203,7 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
         for (int k = 0; k < n; k++) {
             sweep_launch s = {version, &rows[k].launch};
             if (!rows[k].why[0] &&
-                time_runs(b, launch_once, &s, 1, per_round, rows[k].ms + round * per_round) < 0) {
+                gf_cuda_time_runs(b, launch_once, &s, 1, per_round, rows[k].ms + round * per_round) < 0) {
                 free(rows);
                 return -1;
             }
@@ -224,7 +222,7 @@ int gf_cuda_tile_sweep(gf_backend *self, const gf_image *img, const gf_mask *mas
     float best_ms = 0.0f, auto_ms = 0.0f;
     int best = -1, automatic = -1;
     for (int k = 0; k < n; k++) {
-        const float ms = rows[k].why[0] ? 0.0f : median_of(rows[k].ms, SWEEP_REPS);
+        const float ms = rows[k].why[0] ? 0.0f : gf_cuda_median(rows[k].ms, SWEEP_REPS);
         print_sweep_row(out, csv, version, &rows[k], ms, bytes, pixels, copy_gbs);
         if (rows[k].why[0])
             continue;
