@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     for (int strip = 64; strip <= 128; strip *= 2) {
-        for (int chunk : {32, 64, 128, 512, 1024})
+        for (int chunk : {32, 48, 64, 80, 96, 128, 512, 1024})
             rows.push_back({DIFFUSE_STREAM, DIFFUSE_MAX_STEPS, strip, chunk});
         /* the chunk that makes the warps one wave (the occupancy API's) */
         int blocks = 0;

@@ -20,9 +20,13 @@
  *             its H + 2k input rows once: as input row t arrives, level s
  *             (s iterations applied) is computed at row t - s from level
  *             s - 1's rows t - s - 1 .. t - s + 1, level k stored. Levels
- *             0..k-1 keep their last three rows in registers, row r in slot
- *             r mod 3, the row loop unrolled by 3 so that every slot is a
- *             fixed register; west and east across lanes by shuffles. Level
+ *             1..k-1 keep their last two rows in registers (three where
+ *             the strip or chunk meets the image's edge), the input four
+ *             (two of them loading ahead), in slots fixed by the
+ *             unrolled row loop; west and east across lanes by shuffles.
+ *             Each flux is computed once, for the edge between two cells
+ *             (into the east cell it is minus the flux into the west one),
+ *             the flux across a row's south edge kept for the row below. Level
  *             s is valid on local columns s .. W-1-s and rows s ..
  *             H+2k-1-s (the rows above, computed as the pipeline fills
  *             from the zeros it starts with, are never used), so the
@@ -48,10 +52,12 @@
  * of column 0 and right of column w - 1) are set to what the border mode
  * maps them to, 0 or an image cell beside them on the same level.
  *
- * Arithmetic: one device function for every version (update, or update_of
- * with the kind a template argument: the same operations), rounded op by op
- * (__fadd_rn, __fmul_rn, one __fmaf_rn, never contracted otherwise), so
- * every version gives the same floats bit for bit: the flux g(|d|) d with
+ * Arithmetic: the same operations in every version (flux and combine, or
+ * flux_of with the kind a template argument), rounded op by op (__fadd_rn,
+ * __fmul_rn, one __fmaf_rn, never contracted otherwise), so every version
+ * gives the same floats (the stream's shared fluxes are exact: a - b
+ * rounds to -(b - a) and the flux is odd, so only a zero's sign may
+ * differ, which no later sum turns into another value): the flux g(|d|) d with
  * d = u_n - u, g = expf(-(d/K)^2) (the accurate expf, 2 ulp) or
  * 1 / (1 + (d/K)^2), d/K as d * (1/K); u' = fma(step, ((N + S) + W) + E, u),
  * the reference's order. The state is float32, so the result may differ
@@ -81,12 +87,18 @@ __device__ __forceinline__ float flux(const diffuse_params &p, float d)
     return __fdiv_rn(d, __fadd_rn(1.0f, r2));
 }
 
+/* u' from the four fluxes into u, in the reference's order. */
+__device__ __forceinline__ float combine(float step, float u, float fn, float fs, float fw, float fe)
+{
+    const float ns = __fadd_rn(fn, fs);
+    return __fmaf_rn(step, __fadd_rn(__fadd_rn(ns, fw), fe), u);
+}
+
 __device__ __forceinline__ float update(const diffuse_params &p, float u, float n, float s, float w,
                                         float e)
 {
-    const float ns = __fadd_rn(flux(p, __fsub_rn(n, u)), flux(p, __fsub_rn(s, u)));
-    const float total = __fadd_rn(__fadd_rn(ns, flux(p, __fsub_rn(w, u))), flux(p, __fsub_rn(e, u)));
-    return __fmaf_rn(p.step, total, u);
+    return combine(p.step, u, flux(p, __fsub_rn(n, u)), flux(p, __fsub_rn(s, u)), flux(p, __fsub_rn(w, u)),
+                   flux(p, __fsub_rn(e, u)));
 }
 
 /* flux and update with the kind fixed at compile time: the same operations
@@ -106,10 +118,8 @@ template <int KIND>
 __device__ __forceinline__ float update_of(float step, float inv_k, float u, float n, float s, float w,
                                            float e)
 {
-    const float ns = __fadd_rn(flux_of<KIND>(inv_k, __fsub_rn(n, u)), flux_of<KIND>(inv_k, __fsub_rn(s, u)));
-    const float total = __fadd_rn(__fadd_rn(ns, flux_of<KIND>(inv_k, __fsub_rn(w, u))),
-                                  flux_of<KIND>(inv_k, __fsub_rn(e, u)));
-    return __fmaf_rn(step, total, u);
+    return combine(step, u, flux_of<KIND>(inv_k, __fsub_rn(n, u)), flux_of<KIND>(inv_k, __fsub_rn(s, u)),
+                   flux_of<KIND>(inv_k, __fsub_rn(w, u)), flux_of<KIND>(inv_k, __fsub_rn(e, u)));
 }
 
 __device__ __forceinline__ size_t plane_offset(const diffuse_params &p)
@@ -203,15 +213,11 @@ __global__ void __launch_bounds__(kTx * kTy)
  * warp g of a plane on strip g % strips of chunk g / strips. */
 constexpr int kStreamWarps = DIFFUSE_STREAM_WARPS;
 
-__host__ __device__ constexpr int mod3(int x)
-{
-    return (x % 3 + 3) % 3;
-}
-
-/* The registers a thread may use (__maxnreg__): the state, (2K + 1) C
- * values live across a row (two rows a level, three of level 0), and room
- * for the updates in flight; a bound rather than a target, so that ptxas
- * keeps everything in registers (it may use fewer). */
+/* The registers a thread may use (__maxnreg__): a bound rather than a
+ * target, (2K + 1) C plus room for the updates in flight, under which
+ * ptxas keeps the whole state ((3K + 2) C values: two rows and a flux a
+ * level, four input rows) in registers (-Xptxas -v: no spills); it uses
+ * fewer (96 of 128 at K = 8, C = 2, heat). */
 __host__ __device__ constexpr int stream_registers(int k, int c, int kind)
 {
     return ((2 * k + 1) * c + (kind == GF_DIFFUSE_HEAT ? 4 * k + 56 : 8 * k + 80) + 7) / 8 * 8;
@@ -268,8 +274,29 @@ struct stream_warp {
     bool direct, vec, vstore, wrap;
     unsigned store_mask;           /* bit c: the lane's column c is written */
     int vrule, hrule;
-    float v[K][3][C];              /* v[s][r % 3]: level s at local row r */
+    const float *next_in;          /* direct: the next row to load, at the lane's first column */
+    float *next_out;               /* the next row to store, at the lane's first column */
+    /* Level 0 keeps kIn rows, kIn - 2 of them loading ahead; levels 1..K-1
+     * kSlots; the row loop is unrolled by kUnroll, a multiple of both, so
+     * that every slot is a fixed register. EDGE reads the north row, the
+     * others only the middle and south ones (the north flux is kept). */
+    static constexpr int kIn = EDGE ? 3 : 4, kSlots = EDGE ? 3 : 2, kUnroll = EDGE ? 3 : 4;
+    static constexpr int kAhead = kIn - 2;
+    float in[kIn][C];              /* in[r % kIn]: level 0 (input) at local row r */
+    float v[K][kSlots][C];         /* v[s][r % kSlots]: level s >= 1 at local row r */
+    float south[K][C];             /* not EDGE: level s + 1's flux across its row's south edge */
     float result[C];               /* level K of the step's row */
+
+    /* Level L's row r, r given as its difference to a multiple of kUnroll
+     * (the unrolled step's t, possibly negative). */
+    template <int L, int R>
+    __device__ __forceinline__ float (&slot())[C]
+    {
+        if constexpr (L == 0)
+            return in[(R % kIn + kIn) % kIn];
+        else
+            return v[L][(R % kSlots + kSlots) % kSlots];
+    }
 
     __device__ __forceinline__ void init(const diffuse_params &p, const float *plane, float *dest,
                                          int strip, int chunk, int chunk_h, bool inside)
@@ -298,23 +325,25 @@ struct stream_warp {
                 store_mask |= 1u << c;
         }
         vstore = vec && store_mask == (1u << C) - 1;
+        next_in = direct ? u + (size_t)(y0 - K) * w + (x0 + C * lane) : u;
+        next_out = out + (size_t)y0 * w + (x0 + C * lane);
     }
 
     /* Level 0 at local row t (image row y0 - K + t). */
     __device__ __forceinline__ void load(int t, float (&d)[C])
     {
-        const int gy = y0 - K + t;
         if (!EDGE && direct) {
-            const float *q = u + (size_t)gy * w + (x0 + C * lane);
             if (vec) {
-                load_vector<C>(q, d);
+                load_vector<C>(next_in, d);
             } else {
 #pragma unroll
                 for (int c = 0; c < C; c++)
-                    d[c] = __ldg(q + c);
+                    d[c] = __ldg(next_in + c);
             }
+            next_in += w;
             return;
         }
+        const int gy = y0 - K + t;
         const int my = gy >= 0 && gy < h ? gy : wrap ? gf_border_index(gy, h, GF_BORDER_WRAP) : -1;
 #pragma unroll
         for (int c = 0; c < C; c++) {
@@ -324,18 +353,19 @@ struct stream_warp {
         }
     }
 
-    /* Level K at local row t - K: image row y0 + t - 2K, one of the chunk's. */
-    __device__ __forceinline__ void store(int t, const float (&r)[C])
+    /* Level K at local row t - K, image row y0 + t - 2K: the chunk's rows
+     * in order. */
+    __device__ __forceinline__ void store(const float (&r)[C])
     {
-        float *q = out + (size_t)(y0 + t - 2 * K) * w;
         if (vstore) {
-            store_vector<C>(q + x0 + C * lane, r);
-            return;
-        }
+            store_vector<C>(next_out, r);
+        } else {
 #pragma unroll
-        for (int c = 0; c < C; c++)
-            if (store_mask >> c & 1)
-                q[x0 + C * lane + c] = r[c];
+            for (int c = 0; c < C; c++)
+                if (store_mask >> c & 1)
+                    next_out[c] = r[c];
+        }
+        next_out += w;
     }
 
     /* What a ghost cell reads: 0, the image cell next to it (near) or the
@@ -390,15 +420,22 @@ struct stream_warp {
             a[c] = across(vrule, m[c], b[c]);
     }
 
-    /* Level S at local row t - S, in the step of input row t (t % 3 == P). */
+    /* Level S at local row t - S, in the step of input row t (t % kUnroll
+     * == P), from level S - 1's rows t - S - 1 .. t - S + 1. Each flux is
+     * computed once, for the edge between two cells: the flux into a cell
+     * from its east neighbour is minus the flux into that neighbour from
+     * the west, and (not EDGE) the flux from the north minus the flux into
+     * the row above from the south, kept from the step before: flux(-d) =
+     * -flux(d) exactly (d = a - b rounds to -(b - a)), so every cell sums
+     * the same values as update_of. EDGE takes the north flux from the
+     * north row as ghosted in this step. */
     template <int S, int P>
     __device__ __forceinline__ void level(int t)
     {
-        constexpr int north = mod3(P - S - 1), mid = mod3(P - S), south = mod3(P - S + 1);
-        float(&a)[C] = v[S - 1][north];
-        float(&m)[C] = v[S - 1][mid];
-        float(&b)[C] = v[S - 1][south];
-        if (EDGE) {
+        float(&m)[C] = slot<S - 1, P - S>();
+        float(&b)[C] = slot<S - 1, P - S + 1>();
+        if constexpr (EDGE) {
+            float(&a)[C] = slot<S - 1, P - S - 1>();
             const int gy = y0 - K + t - S;
             if (gy == 0)
                 ghost_row(a, m, b);
@@ -410,16 +447,29 @@ struct stream_warp {
                 ghost_right(m);
         }
         const float west = __shfl_up_sync(0xffffffffu, m[C - 1], 1);
-        const float east = __shfl_down_sync(0xffffffffu, m[0], 1);
+        float fw[C], fs[C];
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            fw[c] = flux_of<KIND>(inv_k, __fsub_rn(c > 0 ? m[c - 1] : west, m[c]));
+            fs[c] = flux_of<KIND>(inv_k, __fsub_rn(b[c], m[c]));
+        }
+        const float east = __shfl_down_sync(0xffffffffu, fw[0], 1);
         float r[C];
 #pragma unroll
-        for (int c = 0; c < C; c++)
-            r[c] = update_of<KIND>(step, inv_k, m[c], a[c], b[c], c > 0 ? m[c - 1] : west,
-                                   c < C - 1 ? m[c + 1] : east);
+        for (int c = 0; c < C; c++) {
+            float fn;
+            if constexpr (EDGE)
+                fn = flux_of<KIND>(inv_k, __fsub_rn((slot<S - 1, P - S - 1>())[c], m[c]));
+            else
+                fn = -south[S - 1][c];
+            r[c] = combine(step, m[c], fn, fs[c], fw[c], -(c < C - 1 ? fw[c + 1] : east));
+            if constexpr (!EDGE)
+                south[S - 1][c] = fs[c];
+        }
 #pragma unroll
         for (int c = 0; c < C; c++) {
             if constexpr (S < K)
-                v[S][mid][c] = r[c];
+                (slot<S, P - S>())[c] = r[c];
             else
                 result[c] = r[c];
         }
@@ -434,43 +484,68 @@ struct stream_warp {
         }
     }
 
-    /* Input row t: level 1, then row t + 1 loads into the slot level 1 has
-     * just freed (row t - 2) while levels 2..K run. */
+    /* Input row t (t % kUnroll == P): level 1, then row t + kAhead loads
+     * into the slot of row t - 2, which level 1 has just read for the last
+     * time, while levels 2..K run; level K's row is stored once it is one
+     * of the chunk's. */
     template <int P>
     __device__ __forceinline__ void row(int t)
     {
         level<1, P>(t);
-        if (t + 1 < rows)
-            load(t + 1, v[0][mod3(P + 1)]);
+        if (t + kAhead < rows)
+            load(t + kAhead, slot<0, P + kAhead>());
         levels<2, P>(t);
         if (t >= 2 * K)
-            store(t, result);
+            store(result);
+    }
+
+    template <int P>
+    __device__ __forceinline__ void unrolled(int t)
+    {
+        if constexpr (P < kUnroll) {
+            row<P>(t + P);
+            unrolled<P + 1>(t);
+        }
+    }
+
+    template <int P>
+    __device__ __forceinline__ void tail(int t)
+    {
+        if constexpr (P < kUnroll - 1) {
+            if (t + P < rows) {
+                row<P>(t + P);
+                tail<P + 1>(t);
+            }
+        }
     }
 
     /* Input rows 0..2K-1 fill the pipeline: level s is valid from input row
      * 2s on (at its row s); the values before, from the zeros the state
-     * starts with, are never stored nor read by a valid cell. */
+     * starts with, are never stored nor read by a valid cell, and the
+     * north flux a level keeps is valid from its first valid row on. */
     __device__ __forceinline__ void run()
     {
 #pragma unroll
-        for (int s = 0; s < K; s++)
+        for (int c = 0; c < C; c++) {
 #pragma unroll
-            for (int r = 0; r < 3; r++)
+            for (int r = 0; r < kIn; r++)
+                in[r][c] = 0.0f;
 #pragma unroll
-                for (int c = 0; c < C; c++)
+            for (int s = 0; s < K; s++) {
+                south[s][c] = 0.0f;
+#pragma unroll
+                for (int r = 0; r < kSlots; r++)
                     v[s][r][c] = 0.0f;
-        load(0, v[0][0]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < kAhead; r++)  /* rows >= 2K + 1 >= 3 */
+            load(r, in[r]);
         int t = 0;
 #pragma unroll 1
-        for (; t + 3 <= rows; t += 3) {
-            row<0>(t);
-            row<1>(t + 1);
-            row<2>(t + 2);
-        }
-        if (t < rows)
-            row<0>(t);
-        if (t + 1 < rows)
-            row<1>(t + 1);
+        for (; t + kUnroll <= rows; t += kUnroll)
+            unrolled<0>(t);
+        tail<0>(t);
     }
 };
 
