@@ -485,9 +485,9 @@ struct stream_warp {
     }
 
     /* Input row t (t % kUnroll == P): level 1, then row t + kAhead loads
-     * into the slot of row t - 2, which level 1 has just read for the last
-     * time, while levels 2..K run; level K's row is stored once it is one
-     * of the chunk's. */
+     * into the slot of row t - 2, which level 1 no longer reads, while
+     * levels 2..K run; level K's row is stored once it is one of the
+     * chunk's. */
     template <int P>
     __device__ __forceinline__ void row(int t)
     {
