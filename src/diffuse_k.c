@@ -102,7 +102,7 @@ static int count(const gf_image *img, const gf_diffuse *how, const long *buckets
                    .bands = (img->height + BAND_ROWS - 1) / BAND_ROWS};
     int threads = gf_image_threads();
     threads = threads < j.bands ? threads : j.bands;
-    threads = threads < 64 ? threads : 64;
+    threads = threads < 16 ? threads : 16;  /* 2 MiB of histograms a thread */
     j.counts = calloc(2 * (size_t)threads * bins, sizeof(size_t));
     j.rows = malloc(2 * (size_t)threads * ((size_t)img->width + 1) * sizeof(int64_t));
     if (!j.counts || !j.rows) {
