@@ -5,7 +5,7 @@
  * copy of them: a histogram of their top 16 bits, then, in a second pass,
  * one of the low 17 bits inside each bucket that holds one of the ranks.
  * A pass reads the image a row at a time, the border mode applied once a
- * row, on every thread the image may take. */
+ * row, on the threads the image may take (16 at most). */
 #include "diffuse_k.h"
 
 #include <math.h>
