@@ -88,8 +88,6 @@ int gf_cuda_upload_copy(gf_backend *self, const gf_image *img);
 int gf_cuda_prepare_convolve(cuda_backend *b, const gf_mask *mask, gf_border border,
                              int channels_filtered, conv2d_launch *p, int *version);
 
-/* One band of a filter in strips: src holds 'height' rows (the band's
- * output rows plus the mask's halo), dst receives them. */
 /* Timed work for the sweeps: 'warm' untimed runs of 'what', then 'n'
  * timed ones (events on the backend's stream) into ms[0..n-1]; 0, or -1
  * on a device error. gf_cuda_median sorts ms in place. */
@@ -98,6 +96,8 @@ int gf_cuda_time_runs(cuda_backend *b, gf_cuda_timed_work what, const void *arg,
                       float *ms);
 float gf_cuda_median(float *ms, int n);
 
+/* One band of a filter in strips: src holds 'height' rows (the band's
+ * output rows plus the mask's halo), dst receives them. */
 typedef int (*gf_cuda_band_filter)(cuda_backend *b, void *job, const unsigned char *src,
                                    unsigned char *dst, int height);
 /* Filter the host-resident image (strip mode) band by band. */
