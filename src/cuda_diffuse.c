@@ -332,29 +332,39 @@ static int same_plan(const diffuse_plan *a, const diffuse_plan *b)
     return a->version == b->version && a->k == b->k && a->tile_w == b->tile_w && a->tile_h == b->tile_h;
 }
 
+/* Chunk heights 32, 64, 128, 256 and the default's, each cut to the
+ * image's height, each once; their count. */
+static int sweep_chunks(int height, int default_chunk, int *heights)
+{
+    const int candidates[] = {32, 64, 128, 256, default_chunk};
+    int n = 0;
+    for (size_t c = 0; c < sizeof candidates / sizeof candidates[0]; c++) {
+        const int h = candidates[c] < height ? candidates[c] : height;
+        int seen = 0;
+        for (int e = 0; e < n; e++)
+            seen |= heights[e] == h;
+        if (!seen)
+            heights[n++] = h;
+    }
+    return n;
+}
+
 /* The stream kernel's rows: each strip width and k, at chunks of 32 to 256
- * rows and at the default chunk for them (marked when it differs). */
+ * rows and at the default chunk for them. */
 static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_params *p,
                         float *planes[2], int csv, FILE *out, const diffuse_plan *chosen, double v1,
                         double bound)
 {
-    static const int widths[] = {64, 128}, chunks[] = {32, 64, 128, 256};
+    static const int widths[] = {64, 128};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         for (int k = 1; k <= DIFFUSE_MAX_STEPS; k++) {
             diffuse_plan default_plan;
             if (plan_stream(b, how, k, widths[i], 0, &default_plan) < 0)
                 return -1;
-            for (size_t c = 0; c <= sizeof chunks / sizeof chunks[0]; c++) {
-                const int last = c == sizeof chunks / sizeof chunks[0];
-                const int chunk = last ? default_plan.tile_h : chunks[c] < p->height ? chunks[c] : p->height;
-                if (c > 0 && !last && chunk == chunks[c - 1])
-                    continue;  /* a short image: one chunk from here on */
-                int repeat = 0;
-                for (size_t e = 0; last && e < sizeof chunks / sizeof chunks[0]; e++)
-                    repeat |= chunk == (chunks[e] < p->height ? chunks[e] : p->height);
-                if (repeat)
-                    continue;
-                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], chunk, default_plan.blocks_per_sm};
+            int heights[5];
+            const int n = sweep_chunks(p->height, default_plan.tile_h, heights);
+            for (int c = 0; c < n; c++) {
+                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], heights[c], default_plan.blocks_per_sm};
                 double ms = 0.0;
                 if (time_version(b, p, planes, how->iterations, &plan, &ms) < 0)
                     return -1;

@@ -353,6 +353,61 @@ def test_cuda_stream_verbose_and_tile_refused(gf, tmp_path, rng, backend):
     check_error(r, 2, ("stream", "64 or 128"))
 
 
+SWEEP_ROW = re.compile(r"^(global|shared|temporal|stream) +(\d+) +(\d+)x(\d+) +(.*?)( +\*)?$")
+
+
+def test_cuda_tile_sweep(gf, tmp_path, rng, backend):
+    """--tile sweep --diffuse: each version, k and tile once (the stream
+    kernel's chunks cut to a short image's height), every timed row's
+    figures, the automatic choice (the one -v reports) marked once; --csv
+    the same rows."""
+    if backend != "cuda":
+        pytest.skip("--tile sweep times the cuda backend")
+    img = smooth_noise(rng, 70, 100, 1)
+    src = tmp_path / "in.png"
+    write_png(src, img)
+    _, r = run(gf, tmp_path, img, ["-v", spec("heat", iterations=4)], backend)
+    auto = re.search(r"stream, k (\d), strip (\d+) columns \(\d a lane\) x chunk (\d+) rows", r.err)
+    assert auto, r.err
+    auto = ("stream", int(auto[1]), int(auto[2]), int(auto[3]))
+    text = gf.run("--backend", "cuda", "--tile", "sweep", spec("heat", iterations=4), str(src)).ok().out.decode()
+    lines = text.splitlines()
+    assert re.match(r"100x70, 1 plane, 4 iterations; bound: a device copy of the planes, [0-9.]+ ms$",
+                    lines[0]), lines[0]
+    rows, marked, chunks = [], [], {}
+    for line in lines[3:]:
+        m = SWEEP_ROW.match(line)
+        assert m, line
+        key = (m[1], int(m[2]), int(m[3]), int(m[4]))
+        rows.append(key)
+        if m[6]:
+            marked.append(key)
+        if "cannot launch" in m[5]:
+            assert key[0] == "temporal", line
+            continue
+        threads, blocks, shared, redundant, ms, x_global, bound = m[5].split()
+        assert int(threads) > 0 and float(ms) > 0 and float(x_global) > 0, line
+        assert int(blocks) > 0 or key[0] == "global", line  # global's occupancy is not queried
+        assert float(redundant) >= 0 and float(bound) > 0, line
+        if key[0] == "global":
+            assert float(redundant) == 0 and float(x_global) == 1.0, line
+        if key[0] == "stream":
+            chunks.setdefault(key[1:3], []).append(key[3])
+    assert len(rows) == len(set(rows)), text
+    assert marked == [auto], text
+    assert sorted(chunks) == [(k, w) for k in range(1, 9) for w in (64, 128)], text
+    for (k, w), heights in chunks.items():
+        assert {32, 64, 70} <= set(heights) and max(heights) == 70 and len(heights) <= 4, (k, w, heights)
+    csv_text = gf.run("--backend", "cuda", "--tile", "sweep", "--csv", spec("heat", iterations=4),
+                      str(src)).ok().out.decode()
+    header, *csv_rows = csv_text.splitlines()
+    assert header == ("version,k,tile,threads,blocks_per_sm,shared_bytes,redundant_pct,ms_per_iteration,"
+                      "x_global,pct_of_copy_bound,chosen")
+    csv_keys = [(c[0], int(c[1]), *map(int, c[2].split("x"))) for c in (row.split(",") for row in csv_rows)]
+    assert csv_keys == rows, csv_text
+    assert [k for k, row in zip(csv_keys, csv_rows) if row.endswith(",1")] == [auto], csv_text
+
+
 def test_cuda_strips_run_the_reference(gf, tmp_path, rng, backend):
     """Over --gpu-memory the image goes in strips and the diffusion runs on
     the host: the reference's bytes exactly."""
