@@ -196,13 +196,18 @@ __host__ __device__ constexpr int hist_unroll()
     return MODE == kShared16 ? (C == 1 ? 4 : C == 2 ? 2 : 1) : (C == 1 ? 2 : 1);
 }
 
-struct HistArgs {
-    const void *pixels;
+/* What every kernel reads of the image and the grid. */
+struct PlaneArgs {
+    void *pixels;
     size_t count;               /* width * height */
-    long long rows;             /* tiles * tile_h: the work, a tile's row each */
     int width, height, channel;
-    int tiles_x, tile_w, tile_h;
+    int tiles_x;
     int vector;                 /* pixels 16-byte aligned */
+};
+
+struct HistArgs : PlaneArgs {
+    long long rows;             /* tiles * tile_h: the work, a tile's row each */
+    int tile_w, tile_h;
     int *hist;
 };
 
@@ -483,15 +488,11 @@ struct Cell<uint16_t> {
     typedef uint2 entry;     /* four 16-bit entries */
 };
 
-struct InterpArgs {
-    void *pixels;
-    size_t count;               /* width * height */
+struct InterpArgs : PlaneArgs {
     long long chunks;           /* ceil(count / P) */
-    int width, height, channel;
-    int tiles_x, tiles_y;
+    int tiles_y;
     float inv_tw, inv_th;
     const void *cells;
-    int vector;                 /* pixels 16-byte aligned */
 };
 
 /* tf = at * inv - 0.5 and floor(tf), as clahe.c's column_weights and
@@ -696,15 +697,12 @@ int bins_of(const clahe_params *p)
     return p->depth == 16 ? 65536 : 256;
 }
 
-cudaError_t device_numbers(int *sms, int *optin_smem)
+/* An attribute of the current device. */
+cudaError_t device_attribute(cudaDeviceAttr what, int *value)
 {
     int dev = 0;
     cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(optin_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return err;
+    return err == cudaSuccess ? cudaDeviceGetAttribute(value, what, dev) : err;
 }
 
 /* Blocks for a grid that splits 'work' evenly over what is resident at
@@ -712,8 +710,8 @@ cudaError_t device_numbers(int *sms, int *optin_smem)
 template <typename K>
 cudaError_t resident_grid(K kernel, int threads, size_t smem, long long work, unsigned *blocks)
 {
-    int sms = 0, optin = 0, per_sm = 0;
-    cudaError_t err = device_numbers(&sms, &optin);
+    int sms = 0, per_sm = 0;
+    cudaError_t err = device_attribute(cudaDevAttrMultiProcessorCount, &sms);
     if (err == cudaSuccess)
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
     if (err != cudaSuccess)
@@ -728,6 +726,20 @@ bool aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
+template <int C>
+PlaneArgs plane_args(const clahe_params *p)
+{
+    PlaneArgs a;
+    a.pixels = p->pixels;
+    a.count = (size_t)p->width * (size_t)p->height;
+    a.width = p->width;
+    a.height = p->height;
+    a.channel = C == 1 ? 0 : p->channel;
+    a.tiles_x = p->tiles_x;
+    a.vector = aligned16(p->pixels);
+    return a;
+}
+
 template <typename T, int C, int MODE>
 cudaError_t launch_hist(const clahe_params *p, cudaStream_t stream)
 {
@@ -736,16 +748,10 @@ cudaError_t launch_hist(const clahe_params *p, cudaStream_t stream)
     auto kernel = hist_kernel<T, C, MODE>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     HistArgs a;
-    a.pixels = p->pixels;
-    a.count = (size_t)p->width * (size_t)p->height;
+    static_cast<PlaneArgs &>(a) = plane_args<C>(p);
     a.rows = (long long)p->tiles_x * p->tiles_y * p->tile_h;
-    a.width = p->width;
-    a.height = p->height;
-    a.channel = C == 1 ? 0 : p->channel;
-    a.tiles_x = p->tiles_x;
     a.tile_w = p->tile_w;
     a.tile_h = p->tile_h;
-    a.vector = aligned16(p->pixels);
     a.hist = p->hist;
     unsigned blocks = 1;
     if (err == cudaSuccess)
@@ -777,18 +783,12 @@ cudaError_t launch_interpolate(const clahe_params *p, cudaStream_t stream)
     if (sizeof(T) == 2)  /* the cells through L1: as much of it as there is */
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
     InterpArgs a;
-    a.pixels = p->pixels;
-    a.count = (size_t)p->width * (size_t)p->height;
+    static_cast<PlaneArgs &>(a) = plane_args<C>(p);
     a.chunks = (long long)((a.count + P - 1) / P);
-    a.width = p->width;
-    a.height = p->height;
-    a.channel = C == 1 ? 0 : p->channel;
-    a.tiles_x = p->tiles_x;
     a.tiles_y = p->tiles_y;
     a.inv_tw = p->inv_tw;
     a.inv_th = p->inv_th;
     a.cells = p->cells;
-    a.vector = aligned16(p->pixels);
     unsigned blocks = 1;
     if (err == cudaSuccess)
         err = resident_grid(kernel, kInterpThreads, 0, (a.chunks + kInterpThreads - 1) / kInterpThreads, &blocks);
@@ -830,8 +830,8 @@ extern "C" cudaError_t clahe_histograms(const clahe_params *p, cudaStream_t stre
         return err;
     if (p->depth != 16)
         return hist_channels<unsigned char, kShared8>(p, stream);
-    int sms = 0, optin = 0;
-    err = device_numbers(&sms, &optin);
+    int optin = 0;
+    err = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
     if (err != cudaSuccess)
         return err;
     if (p->hist_global || (size_t)optin < (size_t)HistShape<kShared16>::kWords * sizeof(uint32_t))
