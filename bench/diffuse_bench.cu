@@ -115,20 +115,10 @@ int main(int argc, char **argv)
         rows.push_back({DIFFUSE_TEMPORAL, steps, 64, 32});
     for (int strip = 64; strip <= 128; strip *= 2)
         for (int steps = 1; steps <= DIFFUSE_MAX_STEPS; steps++)
-            rows.push_back({DIFFUSE_STREAM, steps, strip, 256});
-    int sms = 0;
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    for (int strip = 64; strip <= 128; strip *= 2) {
+            rows.push_back({DIFFUSE_STREAM, steps, strip, 64});
+    for (int strip = 64; strip <= 128; strip *= 2)
         for (int chunk : {32, 48, 64, 80, 96, 128, 512, 1024})
             rows.push_back({DIFFUSE_STREAM, DIFFUSE_MAX_STEPS, strip, chunk});
-        /* the chunk that makes the warps one wave (the occupancy API's) */
-        int blocks = 0;
-        CHECK(diffuse_stream_blocks_per_sm(kind, DIFFUSE_MAX_STEPS, strip, &blocks));
-        const long long per_strip = (long long)blocks * DIFFUSE_STREAM_WARPS * sms /
-                                    diffuse_stream_strips(w, DIFFUSE_MAX_STEPS, strip);
-        if (per_strip >= 1)
-            rows.push_back({DIFFUSE_STREAM, DIFFUSE_MAX_STEPS, strip, (int)((h + per_strip - 1) / per_strip)});
-    }
     static const char *const names[] = {"", "global", "shared", "temporal", "stream"};
     double global_ms = 0;
     for (const row &r : rows) {

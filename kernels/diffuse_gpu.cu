@@ -32,7 +32,11 @@
  *             from the zeros it starts with, are never used), so the
  *             W - 2k middle columns and H middle rows of level k are
  *             exact. Traffic per iteration: (W/(W-2k) (H+2k)/H + 1) / k
- *             floats an output.
+ *             floats an output. The interior strips take long chunks
+ *             first, about a wave of them over four fifths of the rows
+ *             (2k rows of overhead on hundreds), then chunks of H rows,
+ *             which the warps that finish first take up, so that the SMs
+ *             stay full to the end (diffuse_stream_layout_for).
  *
  * The border rule for tiles (exact, every mode, any k, tiles of 2x2 and
  * more). wrap: the tile and its halo load from wrapped coordinates and are
@@ -65,6 +69,7 @@
  * (docs/diffuse.md gives the bound). */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "diffuse_gpu.h"
 
@@ -299,7 +304,7 @@ struct stream_warp {
     }
 
     __device__ __forceinline__ void init(const diffuse_params &p, const float *plane, float *dest,
-                                         int strip, int chunk, int chunk_h, bool inside)
+                                         int first_x, int first_y, int out_rows, bool inside)
     {
         u = plane;
         out = dest;
@@ -308,9 +313,9 @@ struct stream_warp {
         w = p.width;
         h = p.height;
         lane = (int)(threadIdx.x & 31);
-        x0 = strip * (W - 2 * K) - K;
-        y0 = chunk * chunk_h;
-        rows = min(chunk_h, h - y0) + 2 * K;
+        x0 = first_x;
+        y0 = first_y;
+        rows = out_rows + 2 * K;
         const gf_border border = (gf_border)p.border;
         wrap = border == GF_BORDER_WRAP;
         direct = inside;
@@ -549,25 +554,67 @@ struct stream_warp {
     }
 };
 
+/* Item g of a launch's layout (diffuse_gpu.h): the interior strips' long
+ * chunks, then the first and last strips' chunks, then the interior
+ * strips' short chunks above and below the long ones; within each, the
+ * strip varies fastest, then the plane. */
+struct stream_item {
+    int strip, plane, y0, rows;
+};
+
+__device__ __forceinline__ stream_item item_of(const diffuse_stream_layout &l, int height, int g)
+{
+    const int edges = min(l.strips, 2), interior = l.strips - edges;
+    const int long_items = interior * l.planes * l.long_n;
+    const int chunks = (height + l.chunk_h - 1) / l.chunk_h;
+    const int edge_items = edges * l.planes * chunks;
+    stream_item it;
+    if (g < long_items) {
+        const int r = g / interior;
+        it.strip = 1 + g % interior;
+        it.plane = r % l.planes;
+        it.y0 = l.long_y + r / l.planes * l.long_h;
+        it.rows = l.long_h;
+        return it;
+    }
+    g -= long_items;
+    if (g < edge_items) {
+        const int r = g / edges;
+        it.strip = g % edges ? l.strips - 1 : 0;
+        it.plane = r % l.planes;
+        it.y0 = r / l.planes * l.chunk_h;
+        it.rows = min(l.chunk_h, height - it.y0);
+        return it;
+    }
+    g -= edge_items;
+    const int r = g / interior, j = r / l.planes;
+    const int top = (l.long_y + l.chunk_h - 1) / l.chunk_h, rest = l.long_y + l.long_n * l.long_h;
+    it.strip = 1 + g % interior;
+    it.plane = r % l.planes;
+    it.y0 = j < top ? j * l.chunk_h : rest + (j - top) * l.chunk_h;
+    it.rows = min(l.chunk_h, (j < top ? l.long_y : height) - it.y0);
+    return it;
+}
+
 template <int K, int C, int KIND>
 __global__ void __launch_bounds__(32 * kStreamWarps) __maxnreg__(stream_registers(K, C, KIND))
-    steps_stream(diffuse_params p, const float *__restrict__ cur, float *__restrict__ next, int strips,
-                 int warps, int chunk_h)
+    steps_stream(diffuse_params p, const float *__restrict__ cur, float *__restrict__ next,
+                 diffuse_stream_layout layout)
 {
     const int g = (int)(blockIdx.x * kStreamWarps + threadIdx.x / 32);
-    if (g >= warps)
+    if (g >= layout.items)
         return;
-    const int strip = g % strips, chunk = g / strips;
-    const int x0 = strip * (32 * C - 2 * K) - K, y0 = chunk * chunk_h;
-    const int last = min(y0 + chunk_h, p.height);
-    const bool inside = x0 >= 0 && x0 + 32 * C <= p.width && y0 >= K && last + K <= p.height;
+    const stream_item it = item_of(layout, p.height, g);
+    const int x0 = it.strip * (32 * C - 2 * K) - K;
+    const bool inside = x0 >= 0 && x0 + 32 * C <= p.width && it.y0 >= K && it.y0 + it.rows + K <= p.height;
+    const size_t offset = (size_t)p.width * (size_t)p.height * (size_t)it.plane;
     if (inside || p.border == GF_BORDER_WRAP) {
         stream_warp<K, C, KIND, false> s;
-        s.init(p, cur + plane_offset(p), next + plane_offset(p), strip, chunk, chunk_h, inside);
+        s.init(p, cur + offset, next + offset, x0, it.y0, it.rows, inside);
         s.run();
     } else {
         stream_warp<K, C, KIND, true> s;
-        s.init(p, cur + plane_offset(p), next + plane_offset(p), strip, chunk, chunk_h, false);
+        s.init(p, cur + offset, next + offset, x0, it.y0, it.rows, false);
         s.run();
     }
 }
@@ -758,20 +805,68 @@ cudaError_t diffuse_stream_blocks_per_sm(int kind, int k, int strip_w, int *bloc
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, 32 * kStreamWarps, 0);
 }
 
+cudaError_t diffuse_stream_wave(int kind, int k, int strip_w, long long *warps)
+{
+    const char *given = getenv("GPUFILTER_DIFFUSE_WAVE");
+    if (given && atoll(given) > 0) {
+        *warps = atoll(given);
+        return cudaSuccess;
+    }
+    int blocks = 0, device = 0, sms = 0;
+    cudaError_t err = diffuse_stream_blocks_per_sm(kind, k, strip_w, &blocks);
+    if (err == cudaSuccess)
+        err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    *warps = (long long)blocks * kStreamWarps * sms;
+    return err;
+}
+
+int diffuse_stream_layout_for(int width, int height, int planes, int k, int strip_w, int chunk_h,
+                              long long resident, diffuse_stream_layout *layout)
+{
+    const int strips = diffuse_stream_strips(width, k, strip_w), interior = strips - min(strips, 2);
+    diffuse_stream_layout l = {strips, planes, chunk_h, 0, 0, 0, 0};
+    /* the long chunks: as many a strip and plane as one wave holds, over
+     * about four fifths of the rows below the first chunk */
+    const long long across = (long long)interior * planes;
+    const long long per_strip = across ? resident / across : 0;
+    if (per_strip > 0 && height > 2 * chunk_h) {
+        const long long long_h = 4 * (height - 2LL * chunk_h) / (5 * per_strip);
+        if (long_h >= 2 * chunk_h) {
+            l.long_n = (int)per_strip;
+            l.long_h = (int)long_h;
+            l.long_y = chunk_h;
+        }
+    }
+    const long long chunks = tiles(height, chunk_h);
+    const long long rest = height - (l.long_y + (long long)l.long_n * l.long_h);
+    const long long items = across * l.long_n + (long long)min(strips, 2) * planes * chunks +
+                            across * (tiles(l.long_y, chunk_h) + (rest + chunk_h - 1) / chunk_h);
+    if (items > INT_MAX - kStreamWarps)
+        return -1;
+    l.items = (int)items;
+    *layout = l;
+    return 0;
+}
+
 cudaError_t diffuse_steps_stream(const diffuse_params *p, const float *cur, float *next, int k,
                                  int strip_w, int chunk_h, cudaStream_t stream)
 {
     const void *kernel = stream_for(k, strip_w, p->kind);
     if (!kernel || chunk_h < 1)
         return cudaErrorInvalidValue;
-    int strips = diffuse_stream_strips(p->width, k, strip_w);
-    const long long total = (long long)strips * tiles(p->height, chunk_h);
-    if (total > INT_MAX - kStreamWarps)
+    long long wave = 0;
+    const cudaError_t err = diffuse_stream_wave(p->kind, k, strip_w, &wave);
+    if (err != cudaSuccess)
+        return err;
+    diffuse_stream_layout layout;
+    if (diffuse_stream_layout_for(p->width, p->height, p->planes, k, strip_w, chunk_h,
+                                  wave, &layout) != 0)
         return cudaErrorInvalidValue;
-    int warps = (int)total;
     diffuse_params params = *p;
-    void *args[] = {&params, (void *)&cur, (void *)&next, &strips, &warps, &chunk_h};
-    const dim3 grid((unsigned)((warps + kStreamWarps - 1) / kStreamWarps), (unsigned)p->planes);
+    void *args[] = {&params, (void *)&cur, (void *)&next, &layout};
+    const dim3 grid((unsigned)((layout.items + kStreamWarps - 1) / kStreamWarps));
     return cudaLaunchKernel(kernel, grid, dim3(32 * kStreamWarps), args, 0, stream);
 }
 

@@ -48,9 +48,31 @@ cudaError_t diffuse_steps_tiled(const diffuse_params *p, const float *cur, float
 size_t diffuse_shared_bytes(int k, int tile_w, int tile_h);
 cudaError_t diffuse_blocks_per_sm(int k, int tile_w, int tile_h, int *blocks);
 
+/* A stream launch's work: one warp an item, an item a strip's rows of one
+ * plane. The interior strips (all but the first and last) take long_n
+ * chunks of long_h rows from row long_y on, and chunks of chunk_h rows
+ * above and below them; the first and last strips chunks of chunk_h rows
+ * throughout. Items run longest first (the long chunks fill about one
+ * wave, the short ones then even out how the warps finish); long_n = 0:
+ * every chunk is chunk_h rows. */
+typedef struct {
+    int strips, planes, chunk_h;
+    int long_n, long_h, long_y;
+    int items;
+} diffuse_stream_layout;
+/* The warps one wave of the stream kernel holds on the current device:
+ * blocks per SM (the occupancy API) x DIFFUSE_STREAM_WARPS x SMs.
+ * GPUFILTER_DIFFUSE_WAVE=N (for the tests) sets it, so that small images
+ * take long chunks too. */
+cudaError_t diffuse_stream_wave(int kind, int k, int strip_w, long long *warps);
+/* The layout of a launch on a device whose wave holds 'resident' warps;
+ * -1 when it has more items than an int holds. */
+int diffuse_stream_layout_for(int width, int height, int planes, int k, int strip_w, int chunk_h,
+                              long long resident, diffuse_stream_layout *layout);
 /* k iterations (1..DIFFUSE_MAX_STEPS), cur to next, streamed: a warp a
  * strip of strip_w columns (64 or 128: 2 or 4 a lane; strip_w - 2k of them
- * written) down a chunk of chunk_h rows. */
+ * written) down chunks of rows as diffuse_stream_layout_for lays them out
+ * (chunk_h: the short chunks' height). */
 cudaError_t diffuse_steps_stream(const diffuse_params *p, const float *cur, float *next, int k,
                                  int strip_w, int chunk_h, cudaStream_t stream);
 /* The strips across 'width'; blocks per SM of the stream kernel of a

@@ -27,6 +27,7 @@
 
 typedef struct {
     int version, k, tile_w, tile_h, blocks_per_sm;  /* stream: tile_w x tile_h = strip x chunk */
+    int planes, kind;  /* stream: the planes a launch filters, the gf_diffuse_kind */
 } diffuse_plan;
 
 static const char *const version_names[] = {"", "global", "shared", "temporal", "stream"};
@@ -42,12 +43,17 @@ static double work_per_output(int k, int tw, int th)
 
 /* The stream kernel's cells computed per output and iteration, which are
  * also its floats read per output and launch: every strip of sw columns
- * streams its chunks' rows and 2k more. */
-static double stream_cells(int width, int height, int k, int sw, int chunk)
+ * streams the image's rows and 2k more an item of its layout. */
+static double stream_cells(const cuda_backend *b, const diffuse_plan *plan)
 {
-    const double strips = diffuse_stream_strips(width, k, sw);
-    const double chunks = (height + chunk - 1) / chunk;
-    return strips * sw * (height + chunks * 2.0 * k) / ((double)width * height);
+    diffuse_stream_layout l;
+    long long resident = 0;
+    if (diffuse_stream_wave(plan->kind, plan->k, plan->tile_w, &resident) != cudaSuccess ||
+        diffuse_stream_layout_for(b->width, b->height, plan->planes, plan->k, plan->tile_w, plan->tile_h,
+                                  resident, &l) != 0)
+        return NAN;
+    return (double)plan->tile_w * ((double)l.strips * b->height * l.planes + l.items * 2.0 * plan->k) /
+           ((double)b->width * b->height * l.planes);
 }
 
 static double redundant_percent(const cuda_backend *b, const diffuse_plan *plan)
@@ -55,7 +61,7 @@ static double redundant_percent(const cuda_backend *b, const diffuse_plan *plan)
     if (plan->version == DIFFUSE_GLOBAL)
         return 0.0;
     if (plan->version == DIFFUSE_STREAM)
-        return 100.0 * (stream_cells(b->width, b->height, plan->k, plan->tile_w, plan->tile_h) - 1.0);
+        return 100.0 * (stream_cells(b, plan) - 1.0);
     return 100.0 * (work_per_output(plan->k, plan->tile_w, plan->tile_h) - 1.0);
 }
 
@@ -97,7 +103,8 @@ static int plan_stream(const cuda_backend *b, const gf_diffuse *how, int given_k
     const long long across = (long long)diffuse_stream_strips(b->width, k, sw) * how->channels_filtered;
     while (!given_h && chunk > 16 && across * ((b->height + chunk - 1) / chunk) < 2 * slots)
         chunk /= 2;
-    *plan = (diffuse_plan){DIFFUSE_STREAM, k, sw, chunk < b->height ? chunk : b->height, blocks};
+    *plan = (diffuse_plan){DIFFUSE_STREAM, k, sw, chunk < b->height ? chunk : b->height, blocks,
+                           how->channels_filtered, (int)how->kind};
     return 0;
 }
 
@@ -108,7 +115,7 @@ static int plan_diffuse(const cuda_backend *b, const gf_diffuse *how, diffuse_pl
     const gf_backend_options *o = &b->options;
     *plan = (diffuse_plan){o->diffuse_version ? o->diffuse_version : DIFFUSE_STREAM, 1,
                            o->tile_width ? o->tile_width : DEFAULT_TILE_W,
-                           o->tile_height ? o->tile_height : DEFAULT_TILE_H, 0};
+                           o->tile_height ? o->tile_height : DEFAULT_TILE_H, 0, 0, 0};
     if (plan->version == DIFFUSE_GLOBAL)
         return 0;
     if (plan->version == DIFFUSE_STREAM) {
@@ -364,7 +371,8 @@ static int sweep_stream(cuda_backend *b, const gf_diffuse *how, const diffuse_pa
             int heights[5];
             const int n = sweep_chunks(p->height, default_plan.tile_h, heights);
             for (int c = 0; c < n; c++) {
-                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], heights[c], default_plan.blocks_per_sm};
+                diffuse_plan plan = {DIFFUSE_STREAM, k, widths[i], heights[c], default_plan.blocks_per_sm,
+                                     default_plan.planes, default_plan.kind};
                 double ms = 0.0;
                 if (time_version(b, p, planes, how->iterations, &plan, &ms) < 0)
                     return -1;
@@ -389,7 +397,7 @@ static int sweep_all(cuda_backend *b, const gf_diffuse *how, const diffuse_param
     if (status < 0)
         return status;
     double bound = 0.0, v1 = 0.0, ms = 0.0;
-    diffuse_plan plan = {DIFFUSE_GLOBAL, 1, DIFFUSE_THREADS_X, DIFFUSE_THREADS_Y, 0};
+    diffuse_plan plan = {DIFFUSE_GLOBAL, 1, DIFFUSE_THREADS_X, DIFFUSE_THREADS_Y, 0, 0, 0};
     if (copy_ms(b, p, planes, &bound) < 0 || time_version(b, p, planes, how->iterations, &plan, &v1) < 0)
         return -1;
     if (csv)
@@ -404,7 +412,7 @@ static int sweep_all(cuda_backend *b, const gf_diffuse *how, const diffuse_param
     for (int v = DIFFUSE_SHARED; v <= DIFFUSE_TEMPORAL; v++)
         for (size_t t = 0; t < sizeof sweep_tiles / sizeof sweep_tiles[0]; t++)
             for (int k = 1; k <= (v == DIFFUSE_SHARED ? 1 : DIFFUSE_MAX_STEPS); k++) {
-                plan = (diffuse_plan){v, k, sweep_tiles[t][0], sweep_tiles[t][1], 0};
+                plan = (diffuse_plan){v, k, sweep_tiles[t][0], sweep_tiles[t][1], 0, 0, 0};
                 if (v == DIFFUSE_TEMPORAL && k == 1)
                     continue;  /* the shared row */
                 CUDA_CHECK(diffuse_blocks_per_sm(k, plan.tile_w, plan.tile_h, &plan.blocks_per_sm),

@@ -115,14 +115,14 @@ def spec(kind, iterations=None, step=None, k=None, percentile=None):
     return f"--diffuse={kind}" + (":" + ",".join(keys) if keys else "")
 
 
-def run(gf, tmp_path, img, args, backend, depth=8, tag="x"):
+def run(gf, tmp_path, img, args, backend, depth=8, tag="x", env=None):
     src = tmp_path / f"in-{tag}.png"
     if depth == 16:
         write16(src, img)
     else:
         write_png(src, img)
     dst = tmp_path / f"out-{tag}-{backend}.png"
-    r = gf.run("--backend", backend, *args, str(src), str(dst)).ok()
+    r = gf.run("--backend", backend, *args, str(src), str(dst), env=env).ok()
     got = read_deep(dst)
     assert got.dtype == (np.uint16 if depth == 16 else np.uint8)
     return got, r
@@ -299,11 +299,13 @@ def test_cuda_versions_agree(gf, tmp_path, rng, backend, kind, border):
         assert np.array_equal(got, first), f"--kernel {version} --tile {tile} differs from global"
 
 
-# (height, width, channels, --filter-alpha, kind, iterations, stream:K, --tile): images
-# smaller than a strip; sizes that strips (64 - 2k or 128 - 2k columns
-# written) and chunks do not divide, with interior strips and chunks (no
-# border steps) beside edge ones; odd widths (scalar loads) and widths of 4n
-# (vector loads); 1, 3 and 4 planes; iterations that leave a remainder
+# (height, width, channels, --filter-alpha, kind, iterations, stream:K, --tile[,
+# the warps a wave holds]): images smaller than a strip; sizes that strips (64 - 2k
+# or 128 - 2k columns written) and chunks do not divide, with interior strips
+# and chunks (no border steps) beside edge ones; odd widths (scalar loads)
+# and widths of 4n (vector loads); 1, 3 and 4 planes; iterations that leave a
+# remainder; a small wave (GPUFILTER_DIFFUSE_WAVE), which gives the interior
+# strips long chunks (1 to 8 a strip and plane) between short ones
 STREAM_CASES = [
     ((1, 1), 1, False, "heat", 5, 3, "64x16"),
     ((1, 9), 3, False, "pm-exp", 7, 3, "128x4"),
@@ -315,24 +317,36 @@ STREAM_CASES = [
     ((90, 300), 4, True, "heat", 19, 8, "128x33"),
     ((90, 200), 1, False, "pm-exp", 11, 8, "64x64"),
     ((41, 260), 3, False, "heat", 17, 1, "128x8"),
+    ((300, 300), 1, False, "heat", 16, 8, "64x16", 10),
+    ((260, 150), 3, False, "pm-exp", 10, 3, "64x20", 6),
+    ((200, 401), 4, True, "pm-rational", 9, 8, "128x8", 64),
+    ((333, 200), 1, False, "heat", 12, 5, "64x10", 2),
 ]
 
 
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("case", STREAM_CASES,
-                         ids=lambda c: f"{c[0][1]}x{c[0][0]}x{c[1]}-{c[3]}-{c[4]}it-k{c[5]}-{c[6]}")
+                         ids=lambda c: f"{c[0][1]}x{c[0][0]}x{c[1]}-{c[3]}-{c[4]}it-k{c[5]}-{c[6]}"
+                                       + (f"-wave{c[7]}" if len(c) > 7 else ""))
 def test_cuda_stream_matches_global(gf, tmp_path, rng, backend, case, border):
     """The stream kernel gives global's bytes for every border mode at any
-    size, strip, chunk, k and plane count."""
+    size, strip, chunk, k, plane count and layout of long and short chunks."""
     if backend != "cuda":
         pytest.skip("the GPU versions run on --backend cuda")
     RUNNING["backend"] = "cuda"
-    (h, w), channels, filter_alpha, kind, iterations, k, tile = case
+    (h, w), channels, filter_alpha, kind, iterations, k, tile = case[:7]
+    wave = case[7] if len(case) > 7 else None
     img = smooth_noise(rng, h, w, channels)
     args = [spec(kind, iterations=iterations), "-b", border] + (["--filter-alpha"] if filter_alpha else [])
     want, _ = run(gf, tmp_path, img, [*args, "--kernel", "global"], backend, tag="global")
-    got, _ = run(gf, tmp_path, img, [*args, "--kernel", f"stream:{k}", "--tile", tile], backend,
-                 tag="stream")
+    got, r = run(gf, tmp_path, img, [*args, "--kernel", f"stream:{k}", "--tile", tile, "-v"], backend,
+                 tag="stream", env={"GPUFILTER_DIFFUSE_WAVE": str(wave)} if wave else None)
+    if wave:  # the long chunks cut the redundant work below short chunks' alone
+        sw, ch = map(int, tile.split("x"))
+        strips = -(-w // (sw - 2 * k))
+        short_only = 100.0 * (strips * sw * (h + -(-h // ch) * 2 * k) / (w * h) - 1.0)
+        got_pct = float(re.search(r"redundant work ([\d.]+)%", r.err)[1])
+        assert got_pct < short_only - 1.0, (got_pct, short_only)
     exact, _ = oracle(img, kind, iterations=iterations, border=border, filter_alpha=filter_alpha)
     check(got, exact, 255, f"{w}x{h}x{channels} {kind} -b {border} stream:{k} --tile {tile}")
     assert np.array_equal(got, want), f"stream:{k} --tile {tile} differs from global"
