@@ -77,18 +77,10 @@ static int separable_gaussian(double sigma, int radius, gf_mask *mask)
     return 0;
 }
 
-static int build_gaussian(const kind_info *kind, const double *v, gf_mask *mask)
+/* (2 radius + 1)^2 ones over their count. */
+static int box_of(int radius, gf_mask *mask)
 {
-    const int radius = gaussian_radius(v[0], v[1]);
-    snprintf(mask->description, sizeof mask->description, "%s, sigma %g, %dx%d", kind->summary,
-             v[0], 2 * radius + 1, 2 * radius + 1);
-    return separable_gaussian(v[0], radius, mask);
-}
-
-static int build_box(const kind_info *kind, const double *v, gf_mask *mask)
-{
-    const int radius = (int)v[0], size = 2 * radius + 1;
-    snprintf(mask->description, sizeof mask->description, "%s, %dx%d", kind->summary, size, size);
+    const int size = 2 * radius + 1;
     if (square_mask(radius, mask) < 0)
         return -1;
     for (int i = 0; i < size * size; i++)
@@ -96,6 +88,47 @@ static int build_box(const kind_info *kind, const double *v, gf_mask *mask)
     mask->scale[0] = (double)size * size;
     gf_mask_find_factors(mask);
     return 0;
+}
+
+static int build_box(const kind_info *kind, const double *v, gf_mask *mask)
+{
+    const int size = 2 * (int)v[0] + 1;
+    snprintf(mask->description, sizeof mask->description, "%s, %dx%d", kind->summary, size, size);
+    return box_of((int)v[0], mask);
+}
+
+/* The radii of n boxes whose cascade has about the variance of a gaussian
+ * of sigma (Kovesi, "Fast almost-Gaussian filtering", 2010): odd widths
+ * wl and wl + 2 around sqrt(12 sigma^2 / n + 1), the first m of them wl,
+ * m = the rounded (half up) solution of sum (w_i^2 - 1) / 12 = sigma^2. */
+static void cascade_radii(double sigma, int n, int *radii)
+{
+    int wl = (int)floor(sqrt(12.0 * sigma * sigma / n + 1.0));
+    if (wl % 2 == 0)
+        wl--;
+    const double m_ideal = (12.0 * sigma * sigma - n * (double)wl * wl - 4.0 * n * wl - 3.0 * n) /
+                           (-4.0 * wl - 4.0);
+    const double rounded = floor(m_ideal + 0.5);
+    const int m = rounded < 0 ? 0 : rounded > n ? n : (int)rounded;
+    for (int i = 0; i < n; i++) {
+        const int width = i < m ? wl : wl + 2, radius = (width - 1) / 2;
+        radii[i] = radius < MAX_RADIUS ? radius : MAX_RADIUS;
+    }
+}
+
+/* With boxes = n > 0 the mask is the cascade's first box (the pipeline
+ * takes the whole cascade from gf_mask_params_cascade). */
+static int build_gaussian(const kind_info *kind, const double *v, gf_mask *mask)
+{
+    if (v[2] > 0) {
+        int radii[GF_MASK_MAX_BOXES];
+        cascade_radii(v[0], (int)v[2], radii);
+        return box_of(radii[0], mask);
+    }
+    const int radius = gaussian_radius(v[0], v[1]);
+    snprintf(mask->description, sizeof mask->description, "%s, sigma %g, %dx%d", kind->summary,
+             v[0], 2 * radius + 1, 2 * radius + 1);
+    return separable_gaussian(v[0], radius, mask);
 }
 
 /* unsharp and sharpen: the gaussian blur, combined with the source. */
@@ -192,7 +225,8 @@ static int build_dog(const kind_info *kind, const double *v, gf_mask *mask)
 #define AMOUNT {"amount", 1.0, 0, 1000, 0}
 
 static const kind_info kinds[] = {
-    {"gaussian", "gaussian blur", build_gaussian, 2, {SIGMA("sigma", 1.0), RADIUS}},
+    {"gaussian", "gaussian blur", build_gaussian, 3,
+     {SIGMA("sigma", 1.0), RADIUS, {"boxes", 0, 0, GF_MASK_MAX_BOXES, 1}}},
     {"box", "box blur", build_box, 1, {{"radius", 1.0, 0, MAX_RADIUS, 1}}},
     {"unsharp", "unsharp mask", build_unsharp, 4,
      {SIGMA("sigma", 1.0), AMOUNT, {"threshold", 0.0, 0, 65535, 0}, RADIUS}},
@@ -308,6 +342,38 @@ int gf_mask_from_params(const char *spec, gf_mask *mask)
         return -1;
     }
     return 1;
+}
+
+int gf_mask_params_cascade(const char *spec, int radii[GF_MASK_MAX_BOXES])
+{
+    const char *colon = strchr(spec, ':');
+    if (!colon || find_kind(spec, (size_t)(colon - spec)) != &kinds[0])
+        return 0;
+    double v[MAX_PARAMS];
+    if (parse_values(&kinds[0], spec, colon + 1, v) < 0)
+        return -1;
+    if (v[2] == 0)
+        return 0;
+    if (!isnan(v[1])) {
+        gf_set_error("mask %s: radius and boxes exclude each other (the boxes' widths follow from sigma)",
+                     spec);
+        return -1;
+    }
+    cascade_radii(v[0], (int)v[2], radii);
+    return (int)v[2];
+}
+
+int gf_mask_box(int radius, gf_mask *mask)
+{
+    memset(mask, 0, sizeof *mask);
+    const int size = 2 * radius + 1;
+    snprintf(mask->name, sizeof mask->name, "box:%d", radius);
+    snprintf(mask->description, sizeof mask->description, "box blur, %dx%d", size, size);
+    if (box_of(radius, mask) < 0) {
+        gf_mask_release(mask);
+        return -1;
+    }
+    return 0;
 }
 
 void gf_mask_params_list(void)

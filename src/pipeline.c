@@ -1,8 +1,11 @@
 /* pipeline.c - run a job's operations in command-line order on one backend. */
 #include "pipeline.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "mask_params.h"
 #include "util.h"
 
 static int append(gf_pipeline *pipeline, gf_op op)
@@ -26,12 +29,51 @@ int gf_pipeline_name_mask(gf_pipeline *pipeline, const char *name_or_path)
     return append(pipeline, (gf_op){.kind = GF_OP_CONVOLVE, .mask_name = name_or_path});
 }
 
+/* Op i becomes n ops, each a box of the cascade: i's mask is the first
+ * box, the others follow it. */
+static int expand_cascade(gf_pipeline *pipeline, int i, const int *radii, int n)
+{
+    for (int b = 1; b < n; b++) {
+        if (append(pipeline, pipeline->ops[i]) < 0)
+            return -1;
+        memmove(&pipeline->ops[i + b + 1], &pipeline->ops[i + b],
+                (size_t)(pipeline->count - 1 - (i + b)) * sizeof *pipeline->ops);
+    }
+    for (int b = 0; b < n; b++) {
+        gf_mask *mask = malloc(sizeof *mask);
+        if (!mask || gf_mask_box(radii[b], mask) < 0) {
+            if (!mask)
+                gf_set_error("out of memory");
+            free(mask);
+            for (int done = 0; done < b; done++)  /* no op holds a mask it does not own */
+                pipeline->ops[i + done].mask = NULL;
+            return -1;
+        }
+        char label[160];
+        snprintf(label, sizeof label, "box %dx%d, %d of %d of %s", mask->width, mask->height, b + 1, n,
+                 pipeline->ops[i].mask_name);
+        snprintf(mask->name, sizeof mask->name, "%.63s", label);
+        pipeline->ops[i + b].mask = mask;
+    }
+    return 0;
+}
+
 int gf_pipeline_load_masks(gf_pipeline *pipeline)
 {
     for (int i = 0; i < pipeline->count; i++) {
         gf_op *op = &pipeline->ops[i];
         if (op->kind != GF_OP_CONVOLVE || op->mask)
             continue;
+        int radii[GF_MASK_MAX_BOXES];
+        const int boxes = gf_mask_params_cascade(op->mask_name, radii);
+        if (boxes < 0)
+            return -1;
+        if (boxes > 0) {
+            if (expand_cascade(pipeline, i, radii, boxes) < 0)
+                return -1;
+            i += boxes - 1;
+            continue;
+        }
         gf_mask *mask = malloc(sizeof *mask);
         if (!mask) {
             gf_set_error("out of memory");

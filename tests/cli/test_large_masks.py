@@ -3,6 +3,7 @@
 --backend cuda every result is also compared with --backend cpu."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -337,6 +338,50 @@ def test_list_masks_shows_parametric(gf):
         assert usage in out, f"--list-masks lacks {usage}\n{out}"
 
 
+def box_cascade_widths(sigma, n):
+    """Kovesi's widths ("Fast almost-Gaussian filtering", 2010): odd wl and
+    wl + 2 around sqrt(12 sigma^2 / n + 1), the first m of them wl."""
+    wl = math.floor(math.sqrt(12 * sigma * sigma / n + 1))
+    wl -= wl % 2 == 0
+    m = math.floor((12 * sigma * sigma - n * wl * wl - 4 * n * wl - 3 * n) / (-4 * wl - 4) + 0.5)
+    m = min(max(m, 0), n)
+    return [wl] * m + [wl + 2] * (n - m)
+
+
+@pytest.mark.parametrize("sigma", [0.4, 2, 7.5, 40, 250])
+@pytest.mark.parametrize("n", [1, 3, 6])
+def test_box_cascade_widths_match_sigma(sigma, n):
+    """The cascade's variance sum (w^2 - 1) / 12 is sigma^2 to within what
+    odd widths allow: the widths differ by 2 and the count of each is the
+    best one."""
+    widths = box_cascade_widths(sigma, n)
+    assert all(w % 2 == 1 and w >= 1 for w in widths) and max(widths) - min(widths) <= 2
+    var = sum((w * w - 1) / 12 for w in widths)
+    if sigma >= 5:  # below, one step of 2 in a width moves sigma by more
+        assert abs(math.sqrt(var) - sigma) / sigma < 0.05, (widths, math.sqrt(var))
+    wl = min(widths)
+    others = [sum(((wl if i < m else wl + 2) ** 2 - 1) / 12 for i in range(n)) for m in range(n + 1)]
+    assert abs(var - sigma**2) <= min(abs(v - sigma**2) for v in others) + 1e-9
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("sigma,n,size", [(2, 3, (45, 31)), (7.5, 4, (61, 37)), (40, 3, (70, 90)),
+                                         (1, 1, (9, 5))])
+def test_gaussian_boxes(gf, rng, tmp_path, check_cuda_matches_cpu, sigma, n, size, border):
+    """gaussian:sigma=S,boxes=N: N box blurs in turn (Kovesi's widths), each
+    rounded to 8 bits as a chain of -m box masks, exactly (integer sums; a
+    box mean is never k + 1/2)."""
+    img = random_image(rng, size[0], size[1], 3)
+    want = img
+    for w in box_cascade_widths(sigma, n):
+        want = rounded(want, separable_values(want, np.ones(w), np.ones(w), w * w, 0.0, border))
+    check(gf, tmp_path, check_cuda_matches_cpu, img, f"gaussian:sigma={sigma},boxes={n}", want, border)
+    r = gf.run("-v", "--backend", "cpu", "-m", f"gaussian:{sigma},boxes={n}", str(tmp_path / "in-x.png"),
+               str(tmp_path / "v.png")).ok()
+    shown = [int(m) for m in re.findall(r"box (\d+)x\1, \d of", r.err)]
+    assert shown == box_cascade_widths(sigma, n), r.err
+
+
 @pytest.mark.parametrize("spec,message", [
     ("gaussian:sigma=0", "sigma must be a number from"),
     ("gaussian:sigma=abc", "sigma must be a number from"),
@@ -347,6 +392,8 @@ def test_list_masks_shows_parametric(gf):
     ("box:radius=5000", "radius must be a whole number from 0 to 2047"),
     ("box:2.5", "radius must be a whole number from 0 to 2047"),
     ("gaussian:2,radius=7.5", "radius must be a whole number"),
+    ("gaussian:5,boxes=7", "boxes must be a whole number from 0 to 6"),
+    ("gaussian:sigma=5,radius=9,boxes=3", "radius and boxes exclude each other"),
     ("blur:3", "no parametric mask 'blur'"),
 ])
 def test_parametric_errors(gf, rng, tmp_path, spec, message):
