@@ -18,15 +18,15 @@
  *              weight and one value for 7 or 8 FMAs. width + height FMAs
  *              per value; the scratch is read and written once (8 B a
  *              value). Gaussian sigma 10: 4.3 ms; sigma 250: 113 ms.
- *   box        one matrix of equal weights: sums exact in 32-bit unsigned
- *              integers (4095 x 4095 x 255 < 2^32), along rows as
- *              differences of a row segment's prefix sums (in shared
- *              memory), into planar scratch, then down columns as running
- *              sums (a thread walks a run of one column); finished in
- *              double, so the bytes are the reference's. The cost per value
- *              does not grow with the radius (but for the halo staged):
- *              box:63 2.4 ms, box:255 3.8 ms; ~40 B moved a pixel against
- *              the copy's 8, so memory-bound far under the copy.
+ *   box        one matrix of equal weights: one pass, a block walking
+ *              down a strip of columns with each column's sum over the
+ *              mask's rows in registers (a row in, a row out), scanned
+ *              across the strip a row at a time into prefix sums in shared
+ *              memory, each output the difference of two (box_fused).
+ *              Exact in 32-bit unsigned integers, finished in double, so
+ *              the bytes are the reference's. The cost per value does not
+ *              grow with the mask but for the strip's halo columns and the
+ *              rows a chunk sums before its first output.
  *   fft        any mask (src/cuda_fft.c, cuFFT): per channel, the image
  *              padded through the border, its spectrum times the conjugate
  *              of each matrix's, back (the circular correlation, exact
@@ -55,8 +55,6 @@ constexpr int kChunk = 3 * kDirectRun;  /* direct: mask chunk side (a multiple o
 constexpr int kRowThreads = 128;     /* separable row pass: threads a block */
 constexpr int kRowRun = 7;           /* adjacent outputs per thread (odd: see large_rows) */
 constexpr int kColumnRun = 8;        /* separable column pass: outputs per thread */
-constexpr int kBoxThreads = 256;     /* box row pass: threads a block */
-constexpr int kBoxSegment = 2048;    /* box row pass: outputs a block */
 
 /* The finished byte of one value from its K matrix responses r[k]. */
 template <int K>
@@ -310,121 +308,188 @@ __global__ void large_columns(conv2d_large_launch p)
 
 /* ---- box ----------------------------------------------------------------------- */
 
-/* Inclusive prefix sums of q[0..n-1] in shared memory, by the block's
- * kBoxThreads threads: each sums a run of consecutive values, the runs'
- * totals are scanned across the block, and each run adds what comes before
- * it. Ends with the block synchronised. */
-__device__ void block_prefix_sums(unsigned *q, int n, unsigned *warp_totals)
+/* A block owns a strip of out_w output columns and a chunk of rows, and
+ * walks down them. Each thread keeps, for kBoxColumns adjacent columns of
+ * the strip's extended span (its out_w + mask_width - 1 columns, mapped
+ * through the border once), the column sums over the mask's rows in
+ * registers: a row down, it adds the entering row and subtracts the
+ * leaving one. The block then scans those sums across the span (each
+ * thread its columns, shuffles across a warp, the warps' totals through
+ * shared memory) into prefix sums in shared memory, and each output is the
+ * difference of two of them. Sums are exact in 32-bit unsigned integers
+ * (4095 x 4095 x 255 < 2^32; the prefixes may wrap, their differences do
+ * not), finished in double as the reference finishes. */
+constexpr int kBoxColumns = 4;  /* extended columns a thread */
+constexpr int kBoxSpanMax = 4096;  /* extended columns a block at most: 1024 threads */
+
+/* A pixel's C bytes as one word (byte c = channel c), 0 outside the image
+ * in constant mode. */
+template <int C>
+__device__ __forceinline__ unsigned box_load(const conv2d_large_launch &p, int sy, int sx)
 {
-    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    const int chunk = (n + kBoxThreads - 1) / kBoxThreads, start = t * chunk;
-    const int end = min(n, start + chunk);
-    unsigned run = 0;
-    for (int i = start; i < end; i++)
-        q[i] = run += q[i];
-    unsigned inclusive = run;
-    for (int d = 1; d < 32; d *= 2) {
-        const unsigned other = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d)
-            inclusive += other;
-    }
-    if (lane == 31)
-        warp_totals[warp] = inclusive;
-    __syncthreads();
-    if (t == 0)
-        for (int w = 1; w < kBoxThreads / 32; w++)
-            warp_totals[w] += warp_totals[w - 1];
-    __syncthreads();
-    const unsigned before = inclusive - run + (warp > 0 ? warp_totals[warp - 1] : 0u);
-    for (int i = start; i < end; i++)
-        q[i] += before;
-    __syncthreads();
+    if (sy < 0 || sx < 0)
+        return 0u;
+    const unsigned char *q = p.src + ((size_t)sy * p.width + sx) * C;
+    if constexpr (C == 4)
+        return __ldg(reinterpret_cast<const unsigned *>(q));
+    unsigned w = 0u;
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        w |= (unsigned)__ldg(q + c) << (8 * c);
+    return w;
 }
 
-/* Plane c of scratch (as unsigned) at (x, y) = the sum of the mask_width
- * source values from x - ax on: a block stages a row segment of kBoxSegment
- * outputs plus the halo, takes its prefix sums P, and each output is
- * P[x + width] - P[x], exact in 32 bits. */
-__global__ void box_rows(conv2d_large_launch p)
+/* The finished byte of a box sum at 'at' (the reference's finish). */
+__device__ __forceinline__ unsigned char box_finish(const conv2d_large_launch &p, unsigned sum, size_t at)
 {
-    extern __shared__ unsigned sums[];  /* [c][n + 1], sums[c][0] = 0 */
-    __shared__ unsigned warp_totals[kBoxThreads / 32];
-    const int n = kBoxSegment + p.mask_width - 1, x0 = blockIdx.x * kBoxSegment, y = blockIdx.y;
-    const int ax = p.mask_width / 2;
-    for (int i = threadIdx.x; i < n; i += kBoxThreads) {
-        const int sx = gf_border_index(x0 - ax + i, p.width, (gf_border)p.border);
-        for (int c = 0; c < p.channels_filtered; c++)
-            sums[c * (n + 1) + i + 1] = sx < 0 ? 0u : p.src[pixel_at(p, sx, y) + c];
+    const double v = (double)sum * p.box_weight / p.scale_exact + p.offset_exact;
+    double out = v;
+    if (p.combine == GF_COMBINE_UNSHARP) {
+        const double source = p.src[at], d = source - v;
+        out = fabs(d) >= p.threshold ? source + p.amount * d : source;
+    } else if (p.combine == GF_COMBINE_MAGNITUDE) {
+        out = fabs(v);
     }
-    if (threadIdx.x == 0)
-        for (int c = 0; c < p.channels_filtered; c++)
-            sums[c * (n + 1)] = 0u;
-    __syncthreads();
-    for (int c = 0; c < p.channels_filtered; c++)
-        block_prefix_sums(sums + c * (n + 1) + 1, n, warp_totals);
-    for (int c = 0; c < p.channels_filtered; c++) {
-        const unsigned *q = sums + c * (n + 1);
-        unsigned *plane = (unsigned *)p.scratch + plane_at(p, c, 0, y);
-        for (int i = threadIdx.x; i < kBoxSegment && x0 + i < p.width; i += kBoxThreads)
-            plane[x0 + i] = q[i + p.mask_width] - q[i];
-    }
+    out = rint(out);
+    return (unsigned char)(out > 0.0 ? (out < 255.0 ? out : 255.0) : 0.0);
 }
 
-/* Outputs a thread of box_columns walks down: enough that the window's
- * first sum is a small share of the run, few enough that the threads fill
- * the device. */
-__host__ __device__ int box_run(int taps, int width, int height)
+/* C channels, the first F filtered. The entering and leaving rows of the
+ * next output row load while the block scans the current one. */
+template <int C, int F>
+__global__ void __launch_bounds__(kBoxSpanMax / kBoxColumns) box_fused(conv2d_large_launch p, int span, int out_w, int chunk_h)
 {
-    const long long share = (long long)width * height / 300000;
-    const int fill = share < 32 ? 32 : (share > 1024 ? 1024 : (int)share);
-    return 2 * taps < fill ? 2 * taps : fill;
-}
-
-/* The column sums of the row sums, a thread a run of one column, finished
- * in double: sum * weight / scale + offset, as the reference's exact sum. */
-__global__ void box_columns(conv2d_large_launch p)
-{
-    const int run = box_run(p.mask_height, p.width, p.height), x = blockIdx.x * blockDim.x + threadIdx.x;
-    const int y0 = blockIdx.y * run, ay = p.mask_height / 2;
-    if (x >= p.width || y0 >= p.height)
-        return;
-    const int y1 = min(p.height, y0 + run);
-    const unsigned *sums = (const unsigned *)p.scratch;
+    extern __shared__ unsigned prefix[];  /* [c][span + 1]: prefix[c][i] = sum of columns < i */
+    __shared__ unsigned warp_totals[32][F];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
+    const int stride = span + 1;
+    const int ax = p.mask_width / 2, ay = p.mask_height / 2;
+    const int x0 = blockIdx.x * out_w, y0 = blockIdx.y * chunk_h, y1 = min(p.height, y0 + chunk_h);
     const gf_border border = (gf_border)p.border;
-    const bool inside = y0 - ay - 1 >= 0 && y1 - 1 - ay + p.mask_height - 1 < p.height;
-    for (int c = 0; c < p.channels; c++) {
-        if (c >= p.channels_filtered) {
-            for (int y = y0; y < y1; y++)
-                p.dst[pixel_at(p, x, y) + c] = p.src[pixel_at(p, x, y) + c];
-            continue;
+    int sx[kBoxColumns];
+#pragma unroll
+    for (int j = 0; j < kBoxColumns; j++) {
+        const int i = t * kBoxColumns + j;
+        sx[j] = i < span ? gf_border_index(x0 - ax + i, p.width, border) : -1;
+    }
+    if (t < F)
+        prefix[t * stride] = 0u;
+    unsigned sums[kBoxColumns][F] = {};
+    unsigned in[kBoxColumns], out[kBoxColumns];  /* the next row's entering and leaving pixels */
+    auto load_row = [&](int row, unsigned (&w)[kBoxColumns]) {
+        const int sy = gf_border_index(row, p.height, border);
+#pragma unroll
+        for (int j = 0; j < kBoxColumns; j++)
+            w[j] = box_load<C>(p, sy, sx[j]);
+    };
+    for (int row = y0 - ay; row < y0 - ay + p.mask_height - 1; row++) {
+        load_row(row, in);
+#pragma unroll
+        for (int j = 0; j < kBoxColumns; j++)
+#pragma unroll
+            for (int c = 0; c < F; c++)
+                sums[j][c] += in[j] >> (8 * c) & 255u;
+    }
+    load_row(y0 - ay + p.mask_height - 1, in);
+#pragma unroll
+    for (int j = 0; j < kBoxColumns; j++)
+        out[j] = 0u;
+    for (int y = y0; y < y1; y++) {
+#pragma unroll
+        for (int j = 0; j < kBoxColumns; j++)
+#pragma unroll
+            for (int c = 0; c < F; c++)
+                sums[j][c] += (in[j] >> (8 * c) & 255u) - (out[j] >> (8 * c) & 255u);
+        if (y + 1 < y1) {
+            load_row(y + 1 - ay + p.mask_height - 1, in);
+            load_row(y - ay, out);
         }
-        const unsigned *plane = sums + plane_at(p, c, x, 0);
-        /* the row of virtual index i; inside the image (most runs) no border */
-        auto row = [&](int i) {
-            if (inside)
-                return plane[(size_t)i * p.width];
-            const int sy = gf_border_index(i, p.height, border);
-            return sy < 0 ? 0u : plane[(size_t)sy * p.width];
-        };
-        unsigned sum = 0;
-        for (int my = 0; my < p.mask_height; my++)
-            sum += row(y0 - ay + my);
-        for (int y = y0; y < y1; y++) {
-            if (y > y0)
-                sum += row(y - ay + p.mask_height - 1) - row(y - ay - 1);
-            const size_t at = pixel_at(p, x, y) + c;
-            const double v = (double)sum * p.box_weight / p.scale_exact + p.offset_exact;
-            double out = v;
-            if (p.combine == GF_COMBINE_UNSHARP) {
-                const double source = p.src[at], d = source - v;
-                out = fabs(d) >= p.threshold ? source + p.amount * d : source;
-            } else if (p.combine == GF_COMBINE_MAGNITUDE) {
-                out = fabs(v);
+        /* the scan: the thread's columns, then across the warp */
+        unsigned below[F];
+#pragma unroll
+        for (int c = 0; c < F; c++) {
+            unsigned acc = 0u;
+#pragma unroll
+            for (int j = 0; j < kBoxColumns; j++)
+                acc += sums[j][c];
+            unsigned inclusive = acc;
+#pragma unroll
+            for (int d = 1; d < 32; d *= 2) {
+                const unsigned other = __shfl_up_sync(0xffffffffu, inclusive, d);
+                if (lane >= d)
+                    inclusive += other;
             }
-            out = rint(out);
-            p.dst[at] = (unsigned char)(out > 0.0 ? (out < 255.0 ? out : 255.0) : 0.0);
+            below[c] = inclusive - acc;
+            if (lane == 31)
+                warp_totals[warp][c] = inclusive;
+        }
+        __syncthreads();
+        /* and across the warps: lane l scans warp l's total */
+#pragma unroll
+        for (int c = 0; c < F; c++) {
+            unsigned total = lane < warps ? warp_totals[lane][c] : 0u;
+#pragma unroll
+            for (int d = 1; d < 32; d *= 2) {
+                const unsigned other = __shfl_up_sync(0xffffffffu, total, d);
+                if (lane >= d)
+                    total += other;
+            }
+            const unsigned before = __shfl_sync(0xffffffffu, total, (warp + 31) & 31);
+            below[c] += warp > 0 ? before : 0u;
+        }
+#pragma unroll
+        for (int c = 0; c < F; c++) {
+            unsigned acc = below[c];
+#pragma unroll
+            for (int j = 0; j < kBoxColumns; j++) {
+                const int i = t * kBoxColumns + j;
+                acc += sums[j][c];
+                if (i < span)
+                    prefix[c * stride + i + 1] = acc;
+            }
+        }
+        __syncthreads();
+        for (int ox = t; ox < out_w && x0 + ox < p.width; ox += blockDim.x) {
+            const size_t at = ((size_t)y * p.width + x0 + ox) * C;
+            unsigned char v[C];
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                v[c] = c < F ? box_finish(p, prefix[c * stride + ox + p.mask_width] - prefix[c * stride + ox],
+                                          at + c)
+                             : p.src[at + c];
+            if constexpr (C == 4)
+                *reinterpret_cast<unsigned *>(p.dst + at) = v[0] | v[1] << 8 | v[2] << 16 | (unsigned)v[3] << 24;
+            else
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    p.dst[at + c] = v[c];
         }
     }
+}
+
+/* The span (whole warps' columns up to kBoxSpanMax: 3 mask widths, at
+ * least 512, at most the image's width and halo) and the chunk height: one wave
+ * of blocks (blocks_per_sm from the occupancy API), at least 16 rows. */
+struct box_shape {
+    int span, out_w, threads, chunk_h;
+};
+
+box_shape box_shape_for(const conv2d_large_launch *p, int sms, int blocks_per_sm)
+{
+    const int halo = p->mask_width - 1;
+    int span = 3 * halo < 512 ? 512 : (3 * halo > kBoxSpanMax ? kBoxSpanMax : 3 * halo);
+    const int whole = p->width + halo;
+    if (span > whole)
+        span = whole;
+    span = (span + 32 * kBoxColumns - 1) / (32 * kBoxColumns) * (32 * kBoxColumns);
+    if (span > kBoxSpanMax)
+        span = kBoxSpanMax;
+    box_shape b = {span, span - halo, span / kBoxColumns, 16};
+    const long long strips = (p->width + b.out_w - 1) / b.out_w;
+    const long long wave = (long long)sms * blocks_per_sm;
+    const long long rows = (strips * p->height + wave - 1) / wave;
+    b.chunk_h = rows > 16 ? (int)rows : 16;
+    return b;
 }
 
 /* ---- fft: the kernels around cuFFT's transforms (src/cuda_fft.c) ------------- */
@@ -510,18 +575,41 @@ cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
+const void *box_kernel(int channels, int filtered)
+{
+    switch (channels * 8 + filtered) {
+    case 1 * 8 + 1: return (const void *)box_fused<1, 1>;
+    case 2 * 8 + 1: return (const void *)box_fused<2, 1>;
+    case 2 * 8 + 2: return (const void *)box_fused<2, 2>;
+    case 3 * 8 + 3: return (const void *)box_fused<3, 3>;
+    case 4 * 8 + 3: return (const void *)box_fused<4, 3>;
+    case 4 * 8 + 4: return (const void *)box_fused<4, 4>;
+    default: return nullptr;
+    }
+}
+
 cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
 {
-    const size_t shared = sizeof(unsigned) * (size_t)p->channels_filtered * (kBoxSegment + p->mask_width);
-    cudaError_t err = conv2d_allow_shared((const void *)box_rows, shared);
+    const void *kernel = box_kernel(p->channels, p->channels_filtered);
+    if (!kernel)
+        return cudaErrorInvalidValue;
+    int device = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess)
         return err;
-    box_rows<<<dim3(blocks_for(p->width, kBoxSegment), p->height), kBoxThreads, shared, stream>>>(*p);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    box_shape b = box_shape_for(p, sms, 1);
+    const size_t shared = sizeof(unsigned) * p->channels_filtered * (size_t)(b.span + 1);
+    int blocks = 0;
+    if ((err = conv2d_allow_shared(kernel, shared)) != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, b.threads, shared)) != cudaSuccess)
         return err;
-    const int run = box_run(p->mask_height, p->width, p->height);
-    box_columns<<<dim3(blocks_for(p->width, 64), blocks_for(p->height, run)), 64, 0, stream>>>(*p);
-    return cudaGetLastError();
+    b = box_shape_for(p, sms, blocks > 0 ? blocks : 1);
+    conv2d_large_launch params = *p;
+    void *args[] = {&params, &b.span, &b.out_w, &b.chunk_h};
+    return cudaLaunchKernel(kernel, dim3(blocks_for(p->width, b.out_w), blocks_for(p->height, b.chunk_h)),
+                            dim3(b.threads), args, shared, stream);
 }
 
 }  // namespace
@@ -575,9 +663,9 @@ extern "C" const char *conv2d_large_method_name(int method)
 
 extern "C" size_t conv2d_large_scratch_bytes(int method, const conv2d_large_launch *p)
 {
-    if (method == CONV2D_LARGE_DIRECT || method == CONV2D_LARGE_FFT)
+    if (method != CONV2D_LARGE_SEPARABLE)
         return 0;
-    return (size_t)p->width * p->height * p->channels * sizeof(float);  /* float or unsigned */
+    return (size_t)p->width * p->height * p->channels * sizeof(float);
 }
 
 extern "C" cudaError_t conv2d_large_gpu(int method, const conv2d_large_launch *p, cudaStream_t stream)

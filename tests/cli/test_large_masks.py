@@ -338,6 +338,19 @@ def test_list_masks_shows_parametric(gf):
         assert usage in out, f"--list-masks lacks {usage}\n{out}"
 
 
+@pytest.mark.parametrize("channels", [2, 4])
+def test_box_filter_alpha(gf, rng, tmp_path, check_cuda_matches_cpu, channels):
+    """--filter-alpha: a large box filters the alpha channel too, exactly."""
+    img = random_image(rng, 83, 29, channels)
+    n = 41
+    want = np.empty_like(img)
+    for c in range(channels):
+        rows = correlate(img[:, :, c].astype(np.float64), np.ones((1, n)), "reflect")
+        want[:, :, c] = np.clip(np.rint(correlate(rows, np.ones((n, 1)), "reflect") / (n * n)), 0, 255)
+    check(gf, tmp_path, check_cuda_matches_cpu, img, "box:radius=20", want, "reflect",
+          extra=("--filter-alpha",))
+
+
 def box_cascade_widths(sigma, n):
     """Kovesi's widths ("Fast almost-Gaussian filtering", 2010): odd wl and
     wl + 2 around sqrt(12 sigma^2 / n + 1), the first m of them wl."""
