@@ -125,7 +125,7 @@ $(BUILD)/config: FORCE | $(BUILD)/obj
 	@echo '$(BUILD_CONFIG)' | cmp -s - $@ || echo '$(BUILD_CONFIG)' > $@
 .PHONY: FORCE
 
-$(BUILD)/obj/%.o: src/%.c src/*.h kernels/kernels.h $(BUILD)/config | $(BUILD)/obj check-deps
+$(BUILD)/obj/%.o: src/%.c src/*.h kernels/*.h $(BUILD)/config | $(BUILD)/obj check-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
 # the built-in masks: masks/*.mask compiled in as a table (builtin_masks.h)
