@@ -116,14 +116,13 @@ static void cascade_radii(double sigma, int n, int *radii)
     }
 }
 
-/* With boxes = n > 0 the mask is the cascade's first box (the pipeline
- * takes the whole cascade from gf_mask_params_cascade). */
+/* boxes = n > 0 is no one mask but n of them, which the pipeline takes
+ * from gf_mask_params_cascade. */
 static int build_gaussian(const kind_info *kind, const double *v, gf_mask *mask)
 {
     if (v[2] > 0) {
-        int radii[GF_MASK_MAX_BOXES];
-        cascade_radii(v[0], (int)v[2], radii);
-        return box_of(radii[0], mask);
+        gf_set_error("mask %s: boxes=%d is a chain of box masks, not one mask", mask->name, (int)v[2]);
+        return -1;
     }
     const int radius = gaussian_radius(v[0], v[1]);
     snprintf(mask->description, sizeof mask->description, "%s, sigma %g, %dx%d", kind->summary,

@@ -29,24 +29,25 @@ int gf_pipeline_name_mask(gf_pipeline *pipeline, const char *name_or_path)
     return append(pipeline, (gf_op){.kind = GF_OP_CONVOLVE, .mask_name = name_or_path});
 }
 
-/* Op i becomes n ops, each a box of the cascade: i's mask is the first
- * box, the others follow it. */
+/* Op i becomes n ops, each a box of the cascade, in order. On a failure
+ * the boxes already made stay with their ops (gf_pipeline_free frees them). */
 static int expand_cascade(gf_pipeline *pipeline, int i, const int *radii, int n)
 {
-    for (int b = 1; b < n; b++) {
+    for (int b = 1; b < n; b++)
         if (append(pipeline, pipeline->ops[i]) < 0)
             return -1;
-        memmove(&pipeline->ops[i + b + 1], &pipeline->ops[i + b],
-                (size_t)(pipeline->count - 1 - (i + b)) * sizeof *pipeline->ops);
-    }
+    memmove(&pipeline->ops[i + n], &pipeline->ops[i + 1],
+            (size_t)(pipeline->count - n - i) * sizeof *pipeline->ops);
+    for (int b = 1; b < n; b++)
+        pipeline->ops[i + b] = pipeline->ops[i];
     for (int b = 0; b < n; b++) {
         gf_mask *mask = malloc(sizeof *mask);
-        if (!mask || gf_mask_box(radii[b], mask) < 0) {
-            if (!mask)
-                gf_set_error("out of memory");
+        if (!mask) {
+            gf_set_error("out of memory");
+            return -1;
+        }
+        if (gf_mask_box(radii[b], mask) < 0) {
             free(mask);
-            for (int done = 0; done < b; done++)  /* no op holds a mask it does not own */
-                pipeline->ops[i + done].mask = NULL;
             return -1;
         }
         char label[160];

@@ -395,6 +395,18 @@ def test_gaussian_boxes(gf, rng, tmp_path, check_cuda_matches_cpu, sigma, n, siz
     assert shown == box_cascade_widths(sigma, n), r.err
 
 
+def test_gaussian_boxes_in_a_chain(gf, rng, tmp_path, backend):
+    """A cascade between other masks runs in its place: the same bytes as
+    its boxes written out in the chain."""
+    img = random_image(rng, 40, 33, 3)
+    radii = [(w - 1) // 2 for w in box_cascade_widths(3, 3)]
+    got = gf.apply(tmp_path, img, ["box3", "gaussian:3,boxes=3", "sobel"], "reflect", tag="cascade")
+    want = gf.apply(tmp_path, img, ["box3", *[f"box:{r}" for r in radii], "sobel"], "reflect",
+                    tag="written")
+    assert np.array_equal(got, want)
+    assert not np.array_equal(got, gf.apply(tmp_path, img, ["box3", "sobel"], "reflect", tag="none"))
+
+
 @pytest.mark.parametrize("spec,message", [
     ("gaussian:sigma=0", "sigma must be a number from"),
     ("gaussian:sigma=abc", "sigma must be a number from"),
