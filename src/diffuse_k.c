@@ -57,13 +57,15 @@ typedef struct {
 
 #define BAND_ROWS 64
 
-static void count_band(const count_job *j, int y0, int y1, size_t *first, size_t *second, int64_t *row)
+/* Rows y0..y1-1 of each channel; each image row is loaded once, the row
+ * below becoming the next one's row. */
+static void count_band(const count_job *j, int y0, int y1, size_t *first, size_t *second, int64_t *rows)
 {
     const int w = j->img->width;
-    int64_t *below = row + w + 1;
-    for (int y = y0; y < y1; y++)
-        for (int c = 0; c < j->how->channels_filtered; c++) {
-            load_row(j->img, y, c, j->how->border, row);
+    for (int c = 0; c < j->how->channels_filtered; c++) {
+        int64_t *row = rows, *below = rows + w + 1;
+        load_row(j->img, y0, c, j->how->border, row);
+        for (int y = y0; y < y1; y++) {
             load_row(j->img, y + 1, c, j->how->border, below);
             for (int x = 0; x < w; x++) {
                 const int64_t dx = row[x + 1] - row[x], dy = below[x] - row[x];
@@ -76,7 +78,11 @@ static void count_band(const count_job *j, int y0, int y1, size_t *first, size_t
                 else if (top == j->buckets[1])
                     second[s & (FINE_BINS - 1)]++;
             }
+            int64_t *next = row;
+            row = below;
+            below = next;
         }
+    }
 }
 
 static void *count_worker(void *arg)
