@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kTx * kTy)
 }
 
 /* v4: see the opening comment. A block is kStreamWarps independent warps,
- * warp g of a plane on strip g % strips of chunk g / strips. */
+ * warp g on item g of the launch's layout (item_of). */
 constexpr int kStreamWarps = DIFFUSE_STREAM_WARPS;
 
 /* The registers a thread may use (__maxnreg__): a bound rather than a
@@ -842,7 +842,7 @@ int diffuse_stream_layout_for(int width, int height, int planes, int k, int stri
     const long long chunks = tiles(height, chunk_h);
     const long long rest = height - (l.long_y + (long long)l.long_n * l.long_h);
     const long long items = across * l.long_n + (long long)min(strips, 2) * planes * chunks +
-                            across * (tiles(l.long_y, chunk_h) + (rest + chunk_h - 1) / chunk_h);
+                            across * (tiles(l.long_y, chunk_h) + tiles((int)rest, chunk_h));
     if (items > INT_MAX - kStreamWarps)
         return -1;
     l.items = (int)items;
