@@ -23,10 +23,12 @@
  *              mask's rows in registers (a row in, a row out), scanned
  *              across the strip a row at a time into prefix sums in shared
  *              memory, each output the difference of two (box_fused).
- *              Exact in 32-bit unsigned integers, finished in double, so
- *              the bytes are the reference's. The cost per value does not
- *              grow with the mask but for the strip's halo columns and the
- *              rows a chunk sums before its first output.
+ *              Exact in 32-bit unsigned integers, finished by a
+ *              multiply-shift division (the usual whole scale) or in
+ *              double, so the bytes are the reference's. Bound by issued
+ *              instructions; the cost per value does not grow with the
+ *              mask but for the strip's halo columns and the rows a chunk
+ *              sums before its first output.
  *   fft        any mask (src/cuda_fft.c, cuFFT): per channel, the image
  *              padded through the border, its spectrum times the conjugate
  *              of each matrix's, back (the circular correlation, exact
@@ -315,12 +317,41 @@ __global__ void large_columns(conv2d_large_launch p)
  * registers: a row down, it adds the entering row and subtracts the
  * leaving one. The block then scans those sums across the span (each
  * thread its columns, shuffles across a warp, the warps' totals through
- * shared memory) into prefix sums in shared memory, and each output is the
- * difference of two of them. Sums are exact in 32-bit unsigned integers
- * (4095 x 4095 x 255 < 2^32; the prefixes may wrap, their differences do
- * not), finished in double as the reference finishes. */
-constexpr int kBoxColumns = 4;  /* extended columns a thread */
+ * shared memory) into prefix sums in shared memory, a column's channels
+ * side by side; the threads then take the row's outputs in turn, each the
+ * difference of two prefixes a mask width apart. Sums are exact in 32-bit unsigned integers (4095 x 4095 x 255 < 2^32;
+ * the prefixes may wrap, their differences do not), finished as the
+ * reference finishes (box_round, else box_finish in double). */
+constexpr int kBoxColumns = 4;  /* extended columns a thread (the code assumes 4) */
 constexpr int kBoxSpanMax = 4096;  /* extended columns a block at most: 1024 threads */
+constexpr int kBoxPad = 4;  /* prefix[kBoxPad + i]: through column i; prefix[kBoxPad - 1] = 0 */
+
+/* A column's F channel values as one shared-memory word: F 3 takes four. */
+template <int F> struct box_vec { using type = uint4; };
+template <> struct box_vec<2> { using type = uint2; };
+template <> struct box_vec<1> { using type = unsigned; };
+
+template <int F>
+__device__ __forceinline__ unsigned vec_get(const typename box_vec<F>::type &v, int c)
+{
+    if constexpr (F == 1)
+        return v;
+    else
+        return reinterpret_cast<const unsigned *>(&v)[c];
+}
+
+/* The inclusive sum of v over the warp's lanes: shuffles whose predicate
+ * says the lane d below exists, so the add needs no select. */
+__device__ __forceinline__ unsigned warp_inclusive_sum(unsigned v)
+{
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2)
+        asm("{\n\t.reg .u32 r;\n\t.reg .pred p;\n\t"
+            "shfl.sync.up.b32 r|p, %0, %1, 0, 0xffffffff;\n\t"
+            "@p add.u32 %0, %0, r;\n\t}"
+            : "+r"(v) : "r"(d));
+    return v;
+}
 
 /* A pixel's C bytes as one word (byte c = channel c), 0 outside the image
  * in constant mode. */
@@ -339,9 +370,32 @@ __device__ __forceinline__ unsigned box_load(const conv2d_large_launch &p, int s
     return w;
 }
 
+/* sum / S rounded half to even, in integers (S = p.box_divisor, S / 2
+ * added, then a multiply-shift division exact for every sum the mask can
+ * give; conv2d_large_launch_of() chooses it); a tie, possible for an even
+ * S, goes back to the even quotient. The same byte as the reference's
+ * double division and rint: a quotient that is not a half lies at least
+ * 1 / (2S) from one, far past a double's error. */
+__device__ __forceinline__ unsigned box_round(const conv2d_large_launch &p, unsigned sum)
+{
+    const unsigned n = sum + p.box_divisor / 2u;
+    unsigned q = __umulhi(n, p.box_magic) >> p.box_shift;
+    if (!(p.box_divisor & 1u) && n == q * p.box_divisor && (q & 1u))
+        q--;
+    return min(q, 255u);
+}
+
+/* box_round for an odd S, which has no ties. */
+__device__ __forceinline__ unsigned box_round_odd(const conv2d_large_launch &p, unsigned sum)
+{
+    return min(__umulhi(sum + p.box_divisor / 2u, p.box_magic) >> p.box_shift, 255u);
+}
+
 /* The finished byte of a box sum at 'at' (the reference's finish). */
 __device__ __forceinline__ unsigned char box_finish(const conv2d_large_launch &p, unsigned sum, size_t at)
 {
+    if (p.box_divisor)
+        return (unsigned char)box_round(p, sum);
     const double v = (double)sum * p.box_weight / p.scale_exact + p.offset_exact;
     double out = v;
     if (p.combine == GF_COMBINE_UNSHARP) {
@@ -354,33 +408,95 @@ __device__ __forceinline__ unsigned char box_finish(const conv2d_large_launch &p
     return (unsigned char)(out > 0.0 ? (out < 255.0 ? out : 255.0) : 0.0);
 }
 
-/* C channels, the first F filtered. The entering and leaving rows of the
- * next output row load while the block scans the current one. */
-template <int C, int F>
-__global__ void __launch_bounds__(kBoxSpanMax / kBoxColumns) box_fused(conv2d_large_launch p, int span, int out_w, int chunk_h)
+/* The kBoxColumns (4) pixels from column 'first' on in one row, from
+ * aligned words where 'whole' (all inside the image; C 1, 3 or 4). */
+template <int C>
+__device__ __forceinline__ void box_load_row(const conv2d_large_launch &p, int sy, int first, bool whole,
+                                             unsigned (&w)[kBoxColumns])
 {
-    extern __shared__ unsigned prefix[];  /* [c][span + 1]: prefix[c][i] = sum of columns < i */
-    __shared__ unsigned warp_totals[32][F];
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
-    const int stride = span + 1;
+    if (C != 2 && whole && sy >= 0) {
+        const unsigned *q = reinterpret_cast<const unsigned *>(p.src + ((size_t)sy * p.width + first) * C);
+        if constexpr (C == 4) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(q));
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+        } else if constexpr (C == 3) {
+            const unsigned a = __ldg(q), b = __ldg(q + 1), c = __ldg(q + 2);
+            w[0] = a & 0xffffffu;
+            w[1] = __byte_perm(a, b, 0x0543) & 0xffffffu;
+            w[2] = __byte_perm(b, c, 0x0432) & 0xffffffu;
+            w[3] = c >> 8;
+        } else {
+            const unsigned v = __ldg(q);
+#pragma unroll
+            for (int j = 0; j < kBoxColumns; j++)
+                w[j] = v >> (8 * j) & 255u;
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < kBoxColumns; j++)
+        w[j] = box_load<C>(p, sy, gf_border_index(first + j, p.width, (gf_border)p.border));
+}
+
+/* The block's outputs of row y, spread over its threads: output ox's
+ * window is the prefix through extended column lead + ox + mask_width - 1
+ * less the one through lead + ox - 1. Odd: the finish is box_round_odd. */
+template <int C, int F, bool Odd>
+__device__ __forceinline__ void box_row_out(const conv2d_large_launch &p, const typename box_vec<F>::type *prefix,
+                                            int lead, int x0, int outputs, int y)
+{
+    const size_t row_at = (size_t)y * p.width + x0;
+    const typename box_vec<F>::type *last = prefix + kBoxPad + lead + p.mask_width - 1;
+    const typename box_vec<F>::type *before = prefix + kBoxPad - 1 + lead;
+    for (int ox = threadIdx.x; ox < outputs; ox += blockDim.x) {
+        const typename box_vec<F>::type through = last[ox], below = before[ox];
+        const size_t at = (row_at + ox) * C;
+        unsigned word = 0u;
+        if constexpr (F < C)
+            word = box_load<C>(p, y, x0 + ox);
+#pragma unroll
+        for (int c = 0; c < F; c++) {
+            const unsigned sum = vec_get<F>(through, c) - vec_get<F>(below, c);
+            const unsigned v = Odd ? box_round_odd(p, sum) : box_finish(p, sum, at + c);
+            word = (word & ~(255u << (8 * c))) | v << (8 * c);
+        }
+        if constexpr (C == 4) {
+            *reinterpret_cast<unsigned *>(p.dst + at) = word;
+        } else {
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                p.dst[at + c] = (unsigned char)(word >> (8 * c));
+        }
+    }
+}
+
+/* C channels, the first F filtered; span is blockDim.x x kBoxColumns. The
+ * span starts 'lead' columns before the strip's halo, at a multiple of
+ * 'align' (4 where whole loads are possible, else 1). The entering and
+ * leaving rows of the next output row load while the block scans the
+ * current one. */
+template <int C, int F>
+__global__ void __launch_bounds__(kBoxSpanMax / kBoxColumns)
+    box_fused(conv2d_large_launch p, int span, int out_w, int chunk_h, int align)
+{
+    using vec = typename box_vec<F>::type;
+    extern __shared__ uint4 prefix_words[];
+    vec *prefix = reinterpret_cast<vec *>(prefix_words);  /* kBoxPad + span columns */
+    __shared__ uint4 warp_totals[32];  /* channel c in component c */
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int ax = p.mask_width / 2, ay = p.mask_height / 2;
     const int x0 = blockIdx.x * out_w, y0 = blockIdx.y * chunk_h, y1 = min(p.height, y0 + chunk_h);
+    const int lead = ((x0 - ax) % align + align) % align, first = x0 - ax - lead + t * kBoxColumns;
+    const int outputs = min(out_w, p.width - x0);
+    const bool whole = align == kBoxColumns && first >= 0 && first + kBoxColumns <= p.width;
+    const bool odd = p.box_divisor & 1u;
     const gf_border border = (gf_border)p.border;
-    int sx[kBoxColumns];
-#pragma unroll
-    for (int j = 0; j < kBoxColumns; j++) {
-        const int i = t * kBoxColumns + j;
-        sx[j] = i < span ? gf_border_index(x0 - ax + i, p.width, border) : -1;
-    }
-    if (t < F)
-        prefix[t * stride] = 0u;
+    if (t == 0)
+        prefix[kBoxPad - 1] = vec{};
     unsigned sums[kBoxColumns][F] = {};
     unsigned in[kBoxColumns], out[kBoxColumns];  /* the next row's entering and leaving pixels */
     auto load_row = [&](int row, unsigned (&w)[kBoxColumns]) {
-        const int sy = gf_border_index(row, p.height, border);
-#pragma unroll
-        for (int j = 0; j < kBoxColumns; j++)
-            w[j] = box_load<C>(p, sy, sx[j]);
+        box_load_row<C>(p, gf_border_index(row, p.height, border), first, whole, w);
     };
     for (int row = y0 - ay; row < y0 - ay + p.mask_height - 1; row++) {
         load_row(row, in);
@@ -404,7 +520,8 @@ __global__ void __launch_bounds__(kBoxSpanMax / kBoxColumns) box_fused(conv2d_la
             load_row(y + 1 - ay + p.mask_height - 1, in);
             load_row(y - ay, out);
         }
-        /* the scan: the thread's columns, then across the warp */
+        /* the scan: the thread's columns, then across the warp, then the
+         * totals of the warps before (a block is at most 32 warps) */
         unsigned below[F];
 #pragma unroll
         for (int c = 0; c < F; c++) {
@@ -412,84 +529,78 @@ __global__ void __launch_bounds__(kBoxSpanMax / kBoxColumns) box_fused(conv2d_la
 #pragma unroll
             for (int j = 0; j < kBoxColumns; j++)
                 acc += sums[j][c];
-            unsigned inclusive = acc;
-#pragma unroll
-            for (int d = 1; d < 32; d *= 2) {
-                const unsigned other = __shfl_up_sync(0xffffffffu, inclusive, d);
-                if (lane >= d)
-                    inclusive += other;
-            }
+            const unsigned inclusive = warp_inclusive_sum(acc);
             below[c] = inclusive - acc;
             if (lane == 31)
-                warp_totals[warp][c] = inclusive;
+                reinterpret_cast<unsigned *>(&warp_totals[warp])[c] = inclusive;
         }
         __syncthreads();
-        /* and across the warps: lane l scans warp l's total */
-#pragma unroll
-        for (int c = 0; c < F; c++) {
-            unsigned total = lane < warps ? warp_totals[lane][c] : 0u;
-#pragma unroll
-            for (int d = 1; d < 32; d *= 2) {
-                const unsigned other = __shfl_up_sync(0xffffffffu, total, d);
-                if (lane >= d)
-                    total += other;
-            }
-            const unsigned before = __shfl_sync(0xffffffffu, total, (warp + 31) & 31);
-            below[c] += warp > 0 ? before : 0u;
+        for (int w = 0; w < warp; w++) {
+            const uint4 total = warp_totals[w];
+            below[0] += total.x;
+            if constexpr (F > 1) below[1] += total.y;
+            if constexpr (F > 2) below[2] += total.z;
+            if constexpr (F > 3) below[3] += total.w;
         }
+        unsigned run[kBoxColumns][F];
 #pragma unroll
         for (int c = 0; c < F; c++) {
             unsigned acc = below[c];
 #pragma unroll
+            for (int j = 0; j < kBoxColumns; j++)
+                run[j][c] = acc += sums[j][c];
+        }
+        if constexpr (F == 1) {  /* the thread's columns as one conflict-free word */
+            reinterpret_cast<uint4 *>(prefix + kBoxPad)[t] = make_uint4(run[0][0], run[1][0], run[2][0], run[3][0]);
+        } else {
+#pragma unroll
             for (int j = 0; j < kBoxColumns; j++) {
-                const int i = t * kBoxColumns + j;
-                acc += sums[j][c];
-                if (i < span)
-                    prefix[c * stride + i + 1] = acc;
+                vec v;
+                if constexpr (F == 2)
+                    v = make_uint2(run[j][0], run[j][1]);
+                else
+                    v = make_uint4(run[j][0], run[j][1], run[j][2], F > 3 ? run[j][F - 1] : 0u);
+                prefix[kBoxPad + t * kBoxColumns + j] = v;
             }
         }
         __syncthreads();
-        for (int ox = t; ox < out_w && x0 + ox < p.width; ox += blockDim.x) {
-            const size_t at = ((size_t)y * p.width + x0 + ox) * C;
-            unsigned char v[C];
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                v[c] = c < F ? box_finish(p, prefix[c * stride + ox + p.mask_width] - prefix[c * stride + ox],
-                                          at + c)
-                             : p.src[at + c];
-            if constexpr (C == 4)
-                *reinterpret_cast<unsigned *>(p.dst + at) = v[0] | v[1] << 8 | v[2] << 16 | (unsigned)v[3] << 24;
-            else
-#pragma unroll
-                for (int c = 0; c < C; c++)
-                    p.dst[at + c] = v[c];
-        }
+        if (odd)
+            box_row_out<C, F, true>(p, prefix, lead, x0, outputs, y);
+        else
+            box_row_out<C, F, false>(p, prefix, lead, x0, outputs, y);
     }
 }
 
-/* The span (whole warps' columns up to kBoxSpanMax: 3 mask widths, at
- * least 512, at most the image's width and halo) and the chunk height: one wave
- * of blocks (blocks_per_sm from the occupancy API), at least 16 rows. */
+/* The span (whole warps' columns up to kBoxSpanMax: 4 mask widths, at
+ * least 512, at most the image's width and halo) and the outputs it
+ * leaves after the halo and the alignment's lead. */
 struct box_shape {
-    int span, out_w, threads, chunk_h;
+    int span, out_w, threads, chunk_h, align;
 };
 
-box_shape box_shape_for(const conv2d_large_launch *p, int sms, int blocks_per_sm)
+box_shape box_shape_for(const conv2d_large_launch *p, bool aligned_loads)
 {
     const int halo = p->mask_width - 1;
-    int span = 3 * halo < 512 ? 512 : (3 * halo > kBoxSpanMax ? kBoxSpanMax : 3 * halo);
-    const int whole = p->width + halo;
+    int span = 4 * halo;
+    span = span < 512 ? 512 : (span > kBoxSpanMax ? kBoxSpanMax : span);
+    const int whole = p->width + halo + kBoxColumns - 1;
     if (span > whole)
         span = whole;
     span = (span + 32 * kBoxColumns - 1) / (32 * kBoxColumns) * (32 * kBoxColumns);
     if (span > kBoxSpanMax)
         span = kBoxSpanMax;
-    box_shape b = {span, span - halo, span / kBoxColumns, 16};
+    const int align = aligned_loads && span - halo > kBoxColumns ? kBoxColumns : 1;
+    return {span, span - halo - (align - 1), span / kBoxColumns, 0, align};
+}
+
+/* The chunk height: one wave of blocks (blocks_per_sm from the occupancy
+ * API), at least 16 rows. */
+int box_chunk_for(const conv2d_large_launch *p, const box_shape &b, int sms, int blocks_per_sm)
+{
     const long long strips = (p->width + b.out_w - 1) / b.out_w;
-    const long long wave = (long long)sms * blocks_per_sm;
+    const long long wave = (long long)sms * (blocks_per_sm > 0 ? blocks_per_sm : 1);
     const long long rows = (strips * p->height + wave - 1) / wave;
-    b.chunk_h = rows > 16 ? (int)rows : 16;
-    return b;
+    return rows > 16 ? (int)rows : 16;
 }
 
 /* ---- fft: the kernels around cuFFT's transforms (src/cuda_fft.c) ------------- */
@@ -590,24 +701,25 @@ const void *box_kernel(int channels, int filtered)
 
 cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
 {
+    /* whole loads: a thread's four pixels are 4, 12 or 16 aligned bytes */
+    const bool aligned_loads = p->channels != 2 && p->width % kBoxColumns == 0 &&
+                               (uintptr_t)p->src % (p->channels == 4 ? 16 : 4) == 0;
+    box_shape b = box_shape_for(p, aligned_loads);
     const void *kernel = box_kernel(p->channels, p->channels_filtered);
     if (!kernel)
         return cudaErrorInvalidValue;
-    int device = 0, sms = 0;
+    int device = 0, sms = 0, blocks = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess)
-        return err;
-    box_shape b = box_shape_for(p, sms, 1);
-    const size_t shared = sizeof(unsigned) * p->channels_filtered * (size_t)(b.span + 1);
-    int blocks = 0;
-    if ((err = conv2d_allow_shared(kernel, shared)) != cudaSuccess ||
+    const int vec_bytes = p->channels_filtered == 1 ? 4 : (p->channels_filtered == 2 ? 8 : 16);
+    const size_t shared = (size_t)vec_bytes * (b.span + kBoxPad);
+    if (err != cudaSuccess || (err = conv2d_allow_shared(kernel, shared)) != cudaSuccess ||
         (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, b.threads, shared)) != cudaSuccess)
         return err;
-    b = box_shape_for(p, sms, blocks > 0 ? blocks : 1);
+    b.chunk_h = box_chunk_for(p, b, sms, blocks);
     conv2d_large_launch params = *p;
-    void *args[] = {&params, &b.span, &b.out_w, &b.chunk_h};
+    void *args[] = {&params, &b.span, &b.out_w, &b.chunk_h, &b.align};
     return cudaLaunchKernel(kernel, dim3(blocks_for(p->width, b.out_w), blocks_for(p->height, b.chunk_h)),
                             dim3(b.threads), args, shared, stream);
 }
@@ -631,6 +743,31 @@ extern "C" int conv2d_large_method_for(const gf_mask *mask)
                ? CONV2D_LARGE_BOX : CONV2D_LARGE_SEPARABLE;
 }
 
+/* box_round()'s division for a whole scale S: M = ceil(2^k / S) under 2^32
+ * with k >= 32, exact for every n <= the largest sum + S / 2 where the
+ * excess M S - 2^k times n stays under 2^k (Granlund and Montgomery). Left
+ * 0 (the double finish) where the scale is not whole or no k fits. */
+static void box_division(double scale, unsigned long long largest_sum, conv2d_large_launch *p)
+{
+    if (!(scale >= 1.0 && scale <= 4294967295.0) || scale != floor(scale))
+        return;
+    const unsigned long long divisor = (unsigned long long)scale, largest = largest_sum + divisor / 2;
+    if (largest > 0xffffffffull)
+        return;
+    for (int k = 32; k < 64; k++) {
+        const unsigned __int128 power = (unsigned __int128)1 << k;
+        const unsigned __int128 magic = (power + divisor - 1) / divisor;
+        if (magic > 0xffffffffu)
+            break;
+        if ((magic * divisor - power) * largest < power) {
+            p->box_divisor = (unsigned)divisor;
+            p->box_magic = (unsigned)magic;
+            p->box_shift = k - 32;
+            return;
+        }
+    }
+}
+
 extern "C" void conv2d_large_launch_of(const gf_mask *mask, int width, int height, int channels,
                                        int channels_filtered, int border, conv2d_large_launch *p)
 {
@@ -649,6 +786,8 @@ extern "C" void conv2d_large_launch_of(const gf_mask *mask, int width, int heigh
     p->box_weight = mask->weights[0][0];
     p->scale_exact = mask->scale[0];
     p->offset_exact = mask->offset[0];
+    if (mask->weights[0][0] == 1.0 && mask->offset[0] == 0.0 && mask->combine != GF_COMBINE_UNSHARP)
+        box_division(mask->scale[0], (unsigned long long)mask->width * mask->height * 255u, p);
     for (int k = 0; k < mask->count; k++) {
         p->scale[k] = (float)mask->scale[k];
         p->offset[k] = (float)mask->offset[k];

@@ -32,6 +32,9 @@ typedef struct {
     float amount, threshold;   /* GF_COMBINE_UNSHARP */
     double box_weight;         /* box: the one weight */
     double scale_exact, offset_exact;  /* box: matrix 0's, finished in double */
+    unsigned box_divisor;      /* box: the whole scale S where the sum finishes in integers
+                                  (weight 1, offset 0, no unsharp), else 0 */
+    unsigned box_magic, box_shift;  /* (n x box_magic) >> (32 + box_shift) = n / S (box_round) */
     void *scratch;             /* device, conv2d_large_scratch_bytes() */
 } conv2d_large_launch;
 /* The method for a mask: box for one matrix of equal weights, separable

@@ -76,6 +76,11 @@ LARGE_CASES = [
     ("65x65", "box", (7, 5), 1),           # larger than the image: several periods
     ("255x255", "box", (300, 40), 4),
     ("32x96", "box", (41, 200), 2),
+    ("96x31", "box", (1000, 60), 1),       # whole-word loads, even scale: halves round to even
+    ("129x65", "box", (517, 70), 4),       # the width no multiple of 4: a pixel's loads
+    ("75x75", "box", (400, 50), 3),        # three words for four RGB pixels
+    ("64x64", "box", (256, 48), 4),        # even scale on RGBA: halves round to even
+    ("41x37", "box-scaled", (300, 50), 4),  # weight 2, scale, offset: finished in double
 ]
 
 
@@ -93,6 +98,8 @@ def large_mask_text(rng, shape, kind):
     if kind == "outer":
         column, row = rng.random(h) + 0.1, rng.random(w) - 0.2
         return format_matrix(np.outer(column, row) / (column.sum() * row.sum()), scale=1)
+    if kind == "box-scaled":  # w x h odd: 2 sum / (3 w h) is never k + 1/2
+        return format_matrix(np.full((h, w), 2.0), scale=3 * w * h, offset=5)
     return format_matrix(np.ones((h, w)), scale=w * h)
 
 
@@ -106,9 +113,9 @@ def test_large_mask_file(gf, rng, tmp_path, check_cuda_matches_cpu, shape, kind,
     text = large_mask_text(rng, shape, kind)
     mask = parse_mask(text)
     img = random_image(rng, size[0], size[1], channels)
-    if kind == "box":  # exact integer sums: no ties, the same bytes everywhere
+    if kind.startswith("box"):  # exact integer sums: the same bytes everywhere
         m = mask.matrices[0]
-        want = rounded(img, separable_values(img, np.ones(mask.height), np.ones(mask.width),
+        want = rounded(img, separable_values(img, np.ones(mask.height), m.weights[0, 0] * np.ones(mask.width),
                                              m.scale, m.offset, border))
         ties = None
     else:
