@@ -828,6 +828,28 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
                 sum[j] += w * (a ? a : b)[k];                                                 \
     }                                                                                         \
                                                                                               \
+    static void add_four_pairs_of_rows_##real(real *sum, const double *weights,              \
+                                              const sample *const *r, int len)               \
+    {                                                                                         \
+        const real w0 = (real)weights[0], w1 = (real)weights[1];                              \
+        const real w2 = (real)weights[2], w3 = (real)weights[3];                              \
+        const sample *a0 = r[0], *b0 = r[1], *a1 = r[2], *b1 = r[3];                          \
+        const sample *a2 = r[4], *b2 = r[5], *a3 = r[6], *b3 = r[7];                          \
+        for (int j = 0; j < len; j++)                                                         \
+            sum[j] = (((sum[j] + w0 * (real)(a0[j] + b0[j])) + w1 * (real)(a1[j] + b1[j])) + \
+                      w2 * (real)(a2[j] + b2[j])) + w3 * (real)(a3[j] + b3[j]);               \
+    }                                                                                         \
+                                                                                              \
+    /* whether the n pairs of rows from my on all lie inside the image */                    \
+    static int all_present_##real(const band_job *job, const gf_mask *m, int y, int my, int n) \
+    {                                                                                         \
+        const int mh = m->height, ay = mh / 2;                                                \
+        for (int k = 0; k < n; k++)                                                           \
+            if (!source_row(job, y + my + k - ay) || !source_row(job, y + mh - 1 - my - k - ay)) \
+                return 0;                                                                     \
+        return 1;                                                                             \
+    }                                                                                         \
+                                                                                              \
     static const sample *chunk_of_##real(const unsigned char *row, int i0)                    \
     {                                                                                         \
         return row ? (const sample *)(const void *)row + i0 : NULL;                           \
@@ -845,6 +867,17 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
             /* the first pairs rows: each with its mirror image, mh - 1 - my */               \
             const unsigned char *mirror =                                                     \
                 my < pairs ? source_row(job, y + mh - 1 - my - ay) : NULL;                    \
+            if (my + 3 < pairs && all_present_##real(job, m, y, my, 4)) {                      \
+                /* four pairs of rows in one pass over the sums, in order */                  \
+                const sample *r[8];                                                           \
+                for (int k = 0; k < 4; k++) {                                                 \
+                    r[2 * k] = chunk_of_##real(source_row(job, y + my + k - ay), i0);         \
+                    r[2 * k + 1] = chunk_of_##real(source_row(job, y + mh - 1 - my - k - ay), i0); \
+                }                                                                             \
+                add_four_pairs_of_rows_##real(sum, m->column + my, r, len);                   \
+                my += 3;                                                                      \
+                continue;                                                                     \
+            }                                                                                 \
             if (w != 0)                                                                       \
                 add_pair_of_rows_##real(sum, w, chunk_of_##real(p, i0),                       \
                                         chunk_of_##real(mirror, i0), len);                    \
@@ -864,7 +897,18 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
             const real *q = padded + (size_t)mx * ch + i0;                                    \
             if (w == 0)                                                                       \
                 continue;                                                                     \
-            if (mx < pairs) {                                                                 \
+            if (mx + 3 < pairs) {                                                             \
+                /* four pairs in one pass over the sums, in order */                          \
+                const real w1 = (real)m->row[mx + 1], w2 = (real)m->row[mx + 2];              \
+                const real w3 = (real)m->row[mx + 3];                                         \
+                const real *e = padded + (size_t)(mw - 1 - mx) * ch + i0;                     \
+                const real *q1 = q + ch, *q2 = q + 2 * ch, *q3 = q + 3 * ch;                  \
+                const real *e1 = e - ch, *e2 = e - 2 * ch, *e3 = e - 3 * ch;                  \
+                for (int j = 0; j < len; j++)                                                 \
+                    sum[j] = (((sum[j] + w * (q[j] + e[j])) + w1 * (q1[j] + e1[j])) +         \
+                              w2 * (q2[j] + e2[j])) + w3 * (q3[j] + e3[j]);                   \
+                mx += 3;                                                                      \
+            } else if (mx < pairs) {                                                          \
                 const real *mirror = padded + (size_t)(mw - 1 - mx) * ch + i0;                \
                 for (int j = 0; j < len; j++)                                                 \
                     sum[j] += w * (q[j] + mirror[j]);                                         \
