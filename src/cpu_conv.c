@@ -810,6 +810,11 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
  * GF_CPU_SEPARABLE_DOUBLE (real double, 16-bit samples), one text for both:
  *   add_pair_of_rows_R   sum[0..len) += w * (a[j] + b[j]), either row NULL
  *                        (the constant border's zeros)
+ *   add_four_pairs_of_rows_R  four such terms, added to each sum in the
+ *                        same order in one pass over the sums (the passes
+ *                        below fuse four taps wherever they can: the sums
+ *                        stay in L1 either way, but are loaded and stored
+ *                        a quarter as often; a zero weight adds an exact 0)
  *   column_chunk_R       columns[i0..i0+len) = sum over my of column[my] *
  *                        source row y + my - ay
  *   row_chunk_R          response[i0..i0+len) = sum over mx of row[mx] *
