@@ -845,19 +845,26 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
                       w2 * (real)(a2[j] + b2[j])) + w3 * (real)(a3[j] + b3[j]);               \
     }                                                                                         \
                                                                                               \
-    /* whether the n pairs of rows from my on all lie inside the image */                    \
-    static int all_present_##real(const band_job *job, const gf_mask *m, int y, int my, int n) \
-    {                                                                                         \
-        const int mh = m->height, ay = mh / 2;                                                \
-        for (int k = 0; k < n; k++)                                                           \
-            if (!source_row(job, y + my + k - ay) || !source_row(job, y + mh - 1 - my - k - ay)) \
-                return 0;                                                                     \
-        return 1;                                                                             \
-    }                                                                                         \
-                                                                                              \
     static const sample *chunk_of_##real(const unsigned char *row, int i0)                    \
     {                                                                                         \
         return row ? (const sample *)(const void *)row + i0 : NULL;                           \
+    }                                                                                         \
+                                                                                              \
+    /* r: the four pairs of rows from my on (row my + k, then its mirror),    */             \
+    /* from value i0; 0 where one lies outside the image (constant border)   */              \
+    static int four_pairs_of_rows_##real(const band_job *job, int y, int my, int i0,          \
+                                         const sample **r)                                    \
+    {                                                                                         \
+        const int mh = job->mask->height, ay = mh / 2;                                        \
+        for (int k = 0; k < 4; k++) {                                                         \
+            const unsigned char *a = source_row(job, y + my + k - ay);                        \
+            const unsigned char *b = source_row(job, y + mh - 1 - my - k - ay);               \
+            if (!a || !b)                                                                     \
+                return 0;                                                                     \
+            r[2 * k] = chunk_of_##real(a, i0);                                                \
+            r[2 * k + 1] = chunk_of_##real(b, i0);                                            \
+        }                                                                                     \
+        return 1;                                                                             \
     }                                                                                         \
                                                                                               \
     static void column_chunk_##real(const band_job *job, int y, int i0, int len, real *columns) \
@@ -867,22 +874,17 @@ static void integer_columns_first_band(const band_job *job, band_scratch *s)
         const int pairs = job->plan->column_symmetric ? mh / 2 : 0;                           \
         real sum[FLOAT_CHUNK] = {0};                                                          \
         for (int my = 0; my < mh - pairs; my++) {                                             \
+            const sample *r[8];                                                               \
+            if (my + 3 < pairs && four_pairs_of_rows_##real(job, y, my, i0, r)) {             \
+                add_four_pairs_of_rows_##real(sum, m->column + my, r, len);                   \
+                my += 3;                                                                      \
+                continue;                                                                     \
+            }                                                                                 \
             const real w = (real)m->column[my];                                               \
             const unsigned char *p = source_row(job, y + my - ay);                            \
             /* the first pairs rows: each with its mirror image, mh - 1 - my */               \
             const unsigned char *mirror =                                                     \
                 my < pairs ? source_row(job, y + mh - 1 - my - ay) : NULL;                    \
-            if (my + 3 < pairs && all_present_##real(job, m, y, my, 4)) {                      \
-                /* four pairs of rows in one pass over the sums, in order */                  \
-                const sample *r[8];                                                           \
-                for (int k = 0; k < 4; k++) {                                                 \
-                    r[2 * k] = chunk_of_##real(source_row(job, y + my + k - ay), i0);         \
-                    r[2 * k + 1] = chunk_of_##real(source_row(job, y + mh - 1 - my - k - ay), i0); \
-                }                                                                             \
-                add_four_pairs_of_rows_##real(sum, m->column + my, r, len);                   \
-                my += 3;                                                                      \
-                continue;                                                                     \
-            }                                                                                 \
             if (w != 0)                                                                       \
                 add_pair_of_rows_##real(sum, w, chunk_of_##real(p, i0),                       \
                                         chunk_of_##real(mirror, i0), len);                    \
