@@ -92,7 +92,7 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_diffuse.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cpu_conv_plan.c cost_model.c route.c stream.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_diffuse.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o exif.o orientation.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o mask_params.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s
@@ -204,7 +204,7 @@ $(BUILD)/test_%: tests/unit/test_%.c tests/unit/test_rng.h $(CORE_OBJ) | $(BUILD
 	  $$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) $(LDLIBS)
 
 # the CPU backends' tests link the backends and the statistics' reports too
-UNIT_CPU_OBJ = $(addprefix $(BUILD)/obj/,backend_cpu.o cpu_conv.o tone_report.o)
+UNIT_CPU_OBJ = $(addprefix $(BUILD)/obj/,backend_cpu.o cpu_conv.o cpu_conv_plan.o tone_report.o)
 $(BUILD)/test_depth16: tests/unit/test_depth16.c tests/unit/test_rng.h $(CORE_OBJ) $(UNIT_CPU_OBJ) | $(BUILD)/obj unit-deps
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -DGF_TEST_MASKS_DIR='"$(CURDIR)/masks"' \
 	  $$(pkg-config --cflags cmocka 2>/dev/null) -o $@ $< $(CORE_OBJ) $(UNIT_CPU_OBJ) \
@@ -282,7 +282,7 @@ FUZZ_SAN      = -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 FUZZ_CFLAGS   = -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
                 -I$(CUDA_HOME)/include $(STB_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 $(if $(LIBDEFLATE),-DGF_HAVE_LIBDEFLATE) $(if $(TURBOJPEG),-DGF_HAVE_TURBOJPEG) $(if $(JPEGLIB),-DGF_HAVE_JPEGLIB)
-FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask mask_params tone_report options pipeline clahe diffuse diffuse_k diffuse_params backend_cpu cpu_conv cost_model nvjpeg_codec
+FUZZ_SRC      = util image exif orientation decode_checks pnm image_write image_limits image_mark jpeg_turbo jpeg_strips jpeg_rows png_decode png_encode zlib_bands stb_impl mask mask_params tone_report options pipeline clahe diffuse diffuse_k diffuse_params backend_cpu cpu_conv cpu_conv_plan cost_model nvjpeg_codec
 FUZZ_OBJ      = $(addprefix $(FUZZ_BUILD)/obj/,$(addsuffix .o,$(FUZZ_SRC))) $(FUZZ_BUILD)/obj/no_cuda.o \
                 $(FUZZ_BUILD)/obj/builtin_masks.o
 FUZZ_TARGETS  = mask image image_limits options exif
@@ -359,7 +359,7 @@ $(BUILD)/bench_png_stb $(BUILD)/bench_png_hook: bench/png_deflate.c | $(BUILD)/o
 
 BENCH_NPP ?= $(shell test -f $(CUDA_HOME)/include/npp.h && echo 1)
 # the objects the unit tests link (image I/O, masks, errors) plus the CPU reference
-BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o $(BUILD)/obj/tile_rule.o \
+BENCH_OBJ  = $(CORE_OBJ) $(BUILD)/obj/backend_cpu.o $(BUILD)/obj/cpu_conv.o $(BUILD)/obj/cpu_conv_plan.o $(BUILD)/obj/tile_rule.o \
              $(BUILD)/obj/cuda_fft.o $(BUILD)/obj/cufft_dl.o
 ifeq ($(BENCH_NPP),1)
 BENCH_DEFS = -DGF_HAVE_NPP
