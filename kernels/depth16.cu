@@ -11,6 +11,9 @@
  * a multiply-shift division); every other finish (scale, offset, combine,
  * unsharp, round half to even, clamp to 0..65535) is the reference's in
  * double.
+ *   stream     3x3 integer masks whose sums and finish are exact in float
+ *              (most 3x3 built-ins), rows of whole words: a warp walks
+ *              down rows like a copy, each sample converted once.
  *   direct     any mask: 3x3 and 5x5 with four adjacent outputs a thread
  *              (each input loaded once for the four, the weights in
  *              registers), other sizes one output a thread; each tap one
@@ -111,8 +114,8 @@ __device__ __forceinline__ unsigned finish_value(const depth16_conv &p, const do
     return (unsigned)(v > 0.0 ? (v < 65535.0 ? v : 65535.0) : 0.0);  /* NaN: 0 */
 }
 
-/* round(sum / scale) + offset in integers, half to even, clamped: what the
- * reference's double finish gives for one matrix of integer weights with
+/* rint(sum / scale + offset) in integers (a tie goes to the even result),
+ * clamped: what the reference's double finish gives for one matrix of integer weights with
  * an integer scale and offset (|sum| < 2^31, so the double quotient never
  * rounds onto a tie it is not). |sum| / scale is a multiply by the host's
  * int_magic and a shift (exact for dividends under 2^31), no division. */
@@ -128,7 +131,7 @@ __device__ __forceinline__ unsigned finish_integer(const depth16_conv &p, int su
         n = -(long long)q - (r != 0);
         r = r ? d - r : 0;
     }
-    if (2 * r > d || (2 * r == d && (n & 1)))
+    if (2 * r > d || (2 * r == d && ((n + p.int_offset) & 1)))  /* rint(sum / d + offset) */
         n++;
     const long long v = n + p.int_offset;
     return (unsigned)(v < 0 ? 0 : v > 65535 ? 65535 : v);
@@ -144,8 +147,8 @@ __device__ __forceinline__ unsigned finish_small(const depth16_conv &p, int sum)
     const float magic = 12582912.0f;  /* 1.5 x 2^23 */
     const float f = __int_as_float(0x4B400000 + sum) - magic;  /* exact: |sum| < 2^22 */
     const int n0 = __float_as_int(__fmaf_rn(f, p.float_reciprocal, magic)) - 0x4B400000;
-    const int r2 = 2 * (sum - n0 * p.int_scale);
-    const int n = n0 + (r2 == p.int_scale ? (n0 & 1) : 0) - (r2 == -p.int_scale ? (n0 & 1) : 0);
+    const int r2 = 2 * (sum - n0 * p.int_scale), odd = (n0 + p.int_offset) & 1;
+    const int n = n0 + (r2 == p.int_scale ? odd : 0) - (r2 == -p.int_scale ? odd : 0);
     return (unsigned)min(max(n + p.int_offset, 0), 65535);
 }
 
@@ -285,6 +288,230 @@ __global__ void conv_direct(depth16_conv p)
             store_pixel<C>(p.dst, at + r, out[r]);
 }
 
+/* 3x3 of integer weights whose sums stay under 2^21 (small_sums) and
+ * whose scale is odd or a power of two (float_finish): the sums in float,
+ * exact (every partial sum an integer under 2^21 < 2^24), and the finish
+ * one FMA: fmaf(sum, 1 / scale, 1.5 x 2^23 + offset) rounds sum / scale +
+ * offset to the nearest integer, half to even, as the reference's rint
+ * does (a power of two divides exactly; an odd scale has no ties, and the
+ * reciprocal's error, under 1 / (8 scale), is below the 1 / (2 scale) that
+ * separates any quotient from a half). The biased float's low 16 bits are
+ * then the output, packed with one PRMT.
+ *
+ * Each thread owns 16 bytes of a row (8 samples; RGB 24 bytes, 4 pixels)
+ * and walks kStream16Rows rows down its column, like a copy: one 16-byte
+ * load and store a row (RGB three of 8 bytes), loaded kStream16Ahead rows
+ * before use, the pixels left and right of its own from the lanes beside
+ * it (the warp's edge lanes, and lanes at the image's right edge, load
+ * theirs through the border). Each input row adds its three row sums to
+ * the three outputs it touches, so each sample is converted once. Needs
+ * rows of whole words (stream16_fits) and aligned buffers; the host
+ * checks. Rows a warp, rows ahead and three blocks an SM: the fastest of a
+ * sweep (bench/RESULTS.md); RGB's 36 sums take two blocks an SM, not
+ * spilling. */
+constexpr int kStream16Rows = 8;
+constexpr int kStream16Ahead = 2;
+constexpr int kStream16Warps = 8;  /* a block: this many strips of one warp's columns */
+
+/* the 16-bit half of w (0: low, 1: high) as a float, exact: 2^23 + v - 2^23 */
+__device__ __forceinline__ float half_to_float(unsigned w, int high)
+{
+    return __uint_as_float(__byte_perm(w, 0x4B00u, high ? 0x5432u : 0x5410u)) - 8388608.0f;
+}
+
+/* One input row around a thread's samples as loaded: its own words, and
+ * the pixels left and right of them where this lane loads them itself
+ * (channel c in half c & 1 of word c >> 1). */
+template <int C>
+struct row16 {
+    static constexpr int kSamples = C == 3 ? 12 : 8, kWords = kSamples / 2, kPixels = kSamples / C;
+    static constexpr int kPixelWords = (C + 1) / 2;
+    unsigned own[kWords];
+    unsigned left[kPixelWords], right[kPixelWords];
+};
+
+template <int C>
+__device__ __forceinline__ void load_neighbour(const uint16_t *row, int x, unsigned (&w)[(C + 1) / 2])
+{
+    const bool inside = row && x >= 0;
+    if constexpr (C == 4) {
+        const uint2 q = inside ? __ldg(reinterpret_cast<const uint2 *>(row) + x) : make_uint2(0u, 0u);
+        w[0] = q.x, w[1] = q.y;
+    } else if constexpr (C == 3) {
+        w[0] = inside ? (unsigned)__ldg(row + x * 3) | (unsigned)__ldg(row + x * 3 + 1) << 16 : 0u;
+        w[1] = inside ? (unsigned)__ldg(row + x * 3 + 2) : 0u;
+    } else if constexpr (C == 2) {
+        w[0] = inside ? __ldg(reinterpret_cast<const unsigned *>(row) + x) : 0u;
+    } else {
+        w[0] = inside ? (unsigned)__ldg(row + x) : 0u;
+    }
+}
+
+template <int C>
+__device__ __forceinline__ row16<C> load_row16(const uint16_t *row, int x, bool active, int left_x,
+                                               int right_x, bool load_left, bool load_right)
+{
+    row16<C> r;
+    const bool inside = row && active;
+    if constexpr (C == 3) {
+        const uint2 *q = reinterpret_cast<const uint2 *>(row + (size_t)x * 3);
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            const uint2 v = inside ? __ldg(q + i) : make_uint2(0u, 0u);
+            r.own[2 * i] = v.x, r.own[2 * i + 1] = v.y;
+        }
+    } else {
+        const uint4 v = inside ? __ldg(reinterpret_cast<const uint4 *>(row + (size_t)x * C))
+                               : make_uint4(0u, 0u, 0u, 0u);
+        r.own[0] = v.x, r.own[1] = v.y, r.own[2] = v.z, r.own[3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < row16<C>::kPixelWords; i++)
+        r.left[i] = r.right[i] = 0u;
+    if (load_left)
+        load_neighbour<C>(row, left_x, r.left);
+    if (load_right)
+        load_neighbour<C>(row, right_x, r.right);
+    return r;
+}
+
+/* The row's pixels (left, own, right) as floats, v[px][c]; the neighbours
+ * from the lanes beside where this lane did not load them. */
+template <int C>
+__device__ __forceinline__ void row16_values(const row16<C> &r, bool load_left, bool load_right,
+                                             float (&v)[row16<C>::kPixels + 2][C])
+{
+    constexpr int P = row16<C>::kPixels, W = row16<C>::kWords;
+    unsigned left[row16<C>::kPixelWords], right[row16<C>::kPixelWords];
+    if constexpr (C == 4) {
+        left[0] = __shfl_up_sync(0xFFFFFFFFu, r.own[2], 1);
+        left[1] = __shfl_up_sync(0xFFFFFFFFu, r.own[3], 1);
+        right[0] = __shfl_down_sync(0xFFFFFFFFu, r.own[0], 1);
+        right[1] = __shfl_down_sync(0xFFFFFFFFu, r.own[1], 1);
+    } else if constexpr (C == 3) {  /* samples 9, 10, 11 of the lane before */
+        const unsigned a = __shfl_up_sync(0xFFFFFFFFu, r.own[W - 2], 1);
+        const unsigned b = __shfl_up_sync(0xFFFFFFFFu, r.own[W - 1], 1);
+        left[0] = __byte_perm(a, b, 0x5432);
+        left[1] = b >> 16;
+        right[0] = __shfl_down_sync(0xFFFFFFFFu, r.own[0], 1);
+        right[1] = __shfl_down_sync(0xFFFFFFFFu, r.own[1], 1);
+    } else if constexpr (C == 2) {
+        left[0] = __shfl_up_sync(0xFFFFFFFFu, r.own[W - 1], 1);
+        right[0] = __shfl_down_sync(0xFFFFFFFFu, r.own[0], 1);
+    } else {
+        left[0] = __shfl_up_sync(0xFFFFFFFFu, r.own[W - 1], 1) >> 16;
+        right[0] = __shfl_down_sync(0xFFFFFFFFu, r.own[0], 1);
+    }
+#pragma unroll
+    for (int i = 0; i < row16<C>::kPixelWords; i++) {
+        if (load_left)
+            left[i] = r.left[i];
+        if (load_right)
+            right[i] = r.right[i];
+    }
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        v[0][c] = half_to_float(left[c >> 1], c & 1);
+        v[P + 1][c] = half_to_float(right[c >> 1], c & 1);
+#pragma unroll
+        for (int px = 0; px < P; px++)
+            v[px + 1][c] = half_to_float(r.own[(px * C + c) >> 1], (px * C + c) & 1);
+    }
+}
+
+/* the finished sample's bits: its low 16 bits are the output (see above) */
+__device__ __forceinline__ unsigned finish_float(float sum, float reciprocal, float biased_offset)
+{
+    const float lo = 12582912.0f, hi = 12582912.0f + 65535.0f;
+    return __float_as_uint(fminf(fmaxf(__fmaf_rn(sum, reciprocal, biased_offset), lo), hi));
+}
+
+template <int C>
+__global__ void __launch_bounds__(32 * kStream16Warps, C == 3 ? 2 : 3)
+conv_stream16(depth16_conv p)
+{
+    constexpr int P = row16<C>::kPixels, S = row16<C>::kSamples, W = row16<C>::kWords;
+    const int lane = threadIdx.x, x = (blockIdx.x * 32 + lane) * P;
+    const int y0 = (blockIdx.y * kStream16Warps + threadIdx.y) * kStream16Rows;
+    if (y0 >= p.height)
+        return;  /* the whole warp */
+    const gf_border border = (gf_border)p.border;
+    const bool active = x < p.width;
+    const bool load_left = lane == 0, load_right = lane == 31 || x + P >= p.width;
+    const int left_x = gf_border_index(x - 1, p.width, border);
+    const int right_x = gf_border_index(x + P, p.width, border);
+    /* rows read: y0 - 1 .. y0 + kStream16Rows; only -1 and height (the rows
+     * beside the outputs) go through the border, rows past height are unused */
+    const int above = gf_border_index(-1, p.height, border), below = gf_border_index(p.height, p.height, border);
+    auto row_at = [&](int i) -> const uint16_t * {
+        const int y = y0 - 1 + i, sy = y < 0 ? above : (y < p.height ? y : below);
+        return sy < 0 || y > p.height ? nullptr : p.src + (size_t)sy * p.width * C;
+    };
+    float w[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++)
+        w[i] = (float)__ldg(p.int_weights + i);
+    const float reciprocal = p.float_reciprocal, biased_offset = 12582912.0f + (float)p.int_offset;
+    float acc[3][P][C] = {};  /* outputs of rows y - 1, y, y + 1 while row y is read */
+    unsigned previous[W] = {};  /* row y - 1 as loaded: what passes through */
+    row16<C> ahead[kStream16Ahead + 1];
+#pragma unroll
+    for (int i = 0; i < kStream16Ahead; i++)
+        ahead[i] = load_row16<C>(row_at(i), x, active, left_x, right_x, load_left, load_right);
+#pragma unroll
+    for (int i = 0; i < kStream16Rows + 2; i++) {
+        const int y = y0 - 1 + i;
+        if (i + kStream16Ahead < kStream16Rows + 2)
+            ahead[(i + kStream16Ahead) % (kStream16Ahead + 1)] =
+                load_row16<C>(row_at(i + kStream16Ahead), x, active, left_x, right_x, load_left, load_right);
+        const row16<C> &r = ahead[i % (kStream16Ahead + 1)];
+        float v[P + 2][C];
+        row16_values<C>(r, load_left, load_right, v);
+        /* rows y+1, y, y-1 take mask rows 0, 1, 2 */
+#pragma unroll
+        for (int my = 0; my < 3; my++)
+#pragma unroll
+            for (int o = 0; o < P; o++)
+#pragma unroll
+                for (int c = 0; c < C; c++) {
+                    float &a = acc[2 - my][o][c];
+                    a = __fmaf_rn(w[my * 3 + 2], v[o + 2][c],
+                        __fmaf_rn(w[my * 3 + 1], v[o + 1][c],
+                        __fmaf_rn(w[my * 3], v[o][c], my == 0 ? 0.0f : a)));
+                }
+        /* row y - 1 is complete */
+        if (i >= 2 && y - 1 < p.height && active) {
+            unsigned f[S], out[W];
+#pragma unroll
+            for (int k = 0; k < S; k++)
+                f[k] = k % C < p.channels_filtered
+                           ? finish_float(acc[0][k / C][k % C], reciprocal, biased_offset)
+                           : previous[k >> 1] >> (16 * (k & 1));
+#pragma unroll
+            for (int k = 0; k < W; k++)
+                out[k] = __byte_perm(f[2 * k], f[2 * k + 1], 0x5410);
+            uint16_t *at = p.dst + ((size_t)(y - 1) * p.width + x) * C;
+            if constexpr (C == 3) {
+#pragma unroll
+                for (int k = 0; k < 3; k++)
+                    reinterpret_cast<uint2 *>(at)[k] = make_uint2(out[2 * k], out[2 * k + 1]);
+            } else {
+                reinterpret_cast<uint4 *>(at)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+            }
+        }
+#pragma unroll
+        for (int o = 0; o < P; o++)
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                acc[0][o][c] = acc[1][o][c];
+                acc[1][o][c] = acc[2][o][c];
+            }
+#pragma unroll
+        for (int k = 0; k < W; k++)
+            previous[k] = r.own[k];
+    }
+}
+
 __device__ inline size_t plane_at(const depth16_conv &p, int c, int x, int y)
 {
     return ((size_t)c * p.height + y) * p.width + x;
@@ -378,10 +605,24 @@ void launch_matrices(const depth16_conv &p, cudaStream_t stream)
     }
 }
 
+/* Whether the streaming 3x3 kernel takes the launch: its mask, and rows
+ * of whole 16-byte words (RGB: 8-byte words, 4 pixels) on aligned buffers. */
+bool streams(const depth16_conv &p)
+{
+    const bool rows_fit = p.channels == 3 ? p.width % 4 == 0 : p.width * p.channels % 8 == 0;
+    const uintptr_t align = p.channels == 3 ? 8 : 16;
+    return p.int_weights && p.float_finish && p.mask_count == 1 && p.mask_width == 3 &&
+           p.mask_height == 3 && rows_fit && ((uintptr_t)p.src | (uintptr_t)p.dst) % align == 0;
+}
+
 template <int C>
 void launch_direct(const depth16_conv &p, cudaStream_t stream)
 {
-    if (p.int_weights)
+    if (streams(p)) {
+        constexpr int kColumns = 32 * row16<C>::kPixels, kRows = kStream16Rows * kStream16Warps;
+        const dim3 grid((unsigned)((p.width + kColumns - 1) / kColumns), (unsigned)((p.height + kRows - 1) / kRows));
+        conv_stream16<C><<<grid, dim3(32, kStream16Warps), 0, stream>>>(p);
+    } else if (p.int_weights)
         launch_matrices<C, int>(p, stream);
     else
         launch_matrices<C, double>(p, stream);
@@ -480,6 +721,7 @@ extern "C" void depth16_set_integer_scale(depth16_conv *p, int scale, int offset
     p->int_magic = (unsigned long long)(((unsigned __int128)1 << (31 + l)) / (unsigned)scale) + 1;
     p->small_sums = bound < 2097152.0;
     p->float_reciprocal = 1.0f / (float)scale;
+    p->float_finish = p->small_sums && ((scale & 1) || (scale & (scale - 1)) == 0);
 }
 
 extern "C" size_t depth16_scratch_bytes(const depth16_conv *p)

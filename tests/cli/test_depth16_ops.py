@@ -149,6 +149,58 @@ def test_mask_files(gf, rng, tmp_path, backend16, shape, weights, border):
     check_conv(gf, tmp_path, img, path, parse_mask(open(path).read()), border, backend16)
 
 
+STREAM_MASKS = ["box3", "gaussian3", "sharpen", "laplacian"]
+STREAM_SIZES = ["72x37", "136x150", "8x1"]
+
+
+@pytest.mark.parametrize("size", STREAM_SIZES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", STREAM_MASKS)
+def test_streamed_3x3(gf, rng, tmp_path, backend16, name, channels, size):
+    """Widths whose rows are whole words (a multiple of 8 pixels), so the
+    CUDA backend's 3x3 integer masks stream down rows in float: several
+    warps and blocks, a last band cut short, a one-row image; the border
+    cycles with the case."""
+    w, h = (int(v) for v in size.split("x"))
+    case = STREAM_MASKS.index(name) * 12 + (channels - 1) * 3 + STREAM_SIZES.index(size)
+    border = BORDERS[case % len(BORDERS)]
+    check_conv(gf, tmp_path, random16(rng, w, h, channels), name, load_mask(name), border, backend16)
+
+
+# integer weights: every exact value is a multiple of 1/scale, so a half
+# is a true tie, and rint(sum / scale + offset) settles it (to even)
+TIE_MASKS = {
+    "1x2-scale2-offset1": (np.array([[1, 1]]), 2.0, 1.0),
+    "3x3-scale16-offset1": (np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]]), 16.0, 1.0),
+    "3x3-scale16-offset-3": (np.array([[0, 3, 0], [2, 6, 2], [0, 3, 0]]), 16.0, -3.0),
+    "3x3-scale6-offset7": (np.array([[1, 1, 1], [0, 0, 0], [1, 1, 1]]), 6.0, 7.0),
+    "3x3-scale9-offset-5": (np.array([[1, 1, 1], [1, 1, 1], [1, 1, 1]]), 9.0, -5.0),
+}
+
+
+@pytest.mark.parametrize("alpha", ["kept", "filtered"])
+@pytest.mark.parametrize("size", ["70x37", "33x20"])
+@pytest.mark.parametrize("name", list(TIE_MASKS))
+def test_integer_ties_to_even(gf, rng, tmp_path, backend16, name, size, alpha):
+    """Exact: no value is excused at a tie. RGBA at an even width takes the
+    CUDA backend's streaming 3x3 kernel (power-of-two and odd scales), an odd
+    width and the scale 6 its direct one."""
+    weights, scale, offset = TIE_MASKS[name]
+    w, h = (int(v) for v in size.split("x"))
+    img = random16(rng, w, h, 4)
+    img[: h // 2] = rng.integers(0, 8, (h // 2, w, 4))  # small values: many ties
+    path = mask_file(tmp_path, "t", weights.astype(float), scale, offset)
+    extra = ["--filter-alpha"] if alpha == "filtered" else []
+    got = run16(gf, tmp_path, img, ["-m", path, "-b", "reflect", *extra], backend16)
+    values, filtered = _unrounded(img, parse_mask(open(path).read()), "reflect", alpha == "filtered")
+    want = as3d(img).copy()
+    want[:, :, :filtered] = np.clip(np.rint(values), 0, 65535).astype(np.uint16)
+    frac = values - np.floor(values)
+    if scale % 2 == 0:
+        assert np.count_nonzero(frac == 0.5) > 50, "the image must hold ties"
+    assert_equal_image(got, want, what=f"{name} {size} alpha {alpha} on {backend16}")
+
+
 @pytest.mark.parametrize("combine", ["max", "min", "sum"])
 def test_combines(gf, rng, tmp_path, backend16, combine):
     a = rng.integers(-2, 3, (3, 3)).astype(float)
