@@ -115,9 +115,9 @@ __device__ __forceinline__ unsigned finish_value(const depth16_conv &p, const do
 }
 
 /* rint(sum / scale + offset) in integers (a tie goes to the even result),
- * clamped: what the reference's double finish gives for one matrix of integer weights with
- * an integer scale and offset (|sum| < 2^31, so the double quotient never
- * rounds onto a tie it is not). |sum| / scale is a multiply by the host's
+ * clamped: what the reference's double finish gives for one matrix of
+ * integer weights with an integer scale and offset (|sum| < 2^31, so the
+ * double quotient never rounds onto a tie it is not). |sum| / scale is a multiply by the host's
  * int_magic and a shift (exact for dividends under 2^31), no division. */
 __device__ __forceinline__ unsigned finish_integer(const depth16_conv &p, int sum)
 {
@@ -305,8 +305,8 @@ __global__ void conv_direct(depth16_conv p)
  * it (the warp's edge lanes, and lanes at the image's right edge, load
  * theirs through the border). Each input row adds its three row sums to
  * the three outputs it touches, so each sample is converted once. Needs
- * rows of whole words (stream16_fits) and aligned buffers; the host
- * checks. Rows a warp, rows ahead and three blocks an SM: the fastest of a
+ * rows of whole words and aligned buffers (streams() checks, on the
+ * host). Rows a warp, rows ahead and three blocks an SM: the fastest of a
  * sweep (bench/RESULTS.md); RGB's 36 sums take two blocks an SM, not
  * spilling. */
 constexpr int kStream16Rows = 8;

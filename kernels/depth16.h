@@ -29,14 +29,15 @@ typedef struct {
     int small_sums;            /* 65535 x sum |w| < 2^21: the finish in float (exact) */
     float float_reciprocal;    /* 1 / int_scale */
     int float_finish;          /* small_sums and int_scale odd or a power of two: sums and
-                                * finish in float are exact (RGBA 3x3's streaming kernel) */
+                                * finish in float are exact (the streaming 3x3 kernel) */
     double *scratch;           /* separable: depth16_scratch_bytes() */
 } depth16_conv;
 
 /* Any mask, every matrix: 3x3 and 5x5 four outputs a thread, other sizes
  * one, the taps read through the cache; sums in 32-bit integers where
- * int_weights is set, else in double. RGBA 3x3 with float_finish set, an
- * even width and 16-byte aligned buffers streams down rows in float. */
+ * int_weights is set, else in double. A 3x3 with float_finish set streams
+ * down rows in float where rows are whole words (width x channels a
+ * multiple of 8; RGB: width a multiple of 4) on aligned buffers. */
 cudaError_t depth16_conv_direct(const depth16_conv *p, cudaStream_t stream);
 /* One matrix, column x row: a row pass into double scratch, then a column
  * pass. */
