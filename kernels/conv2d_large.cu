@@ -319,9 +319,10 @@ __global__ void large_columns(conv2d_large_launch p)
  * thread its columns, shuffles across a warp, the warps' totals through
  * shared memory) into prefix sums in shared memory, a column's channels
  * side by side; the threads then take the row's outputs in turn, each the
- * difference of two prefixes a mask width apart. Sums are exact in 32-bit unsigned integers (4095 x 4095 x 255 < 2^32;
- * the prefixes may wrap, their differences do not), finished as the
- * reference finishes (box_round, else box_finish in double). */
+ * difference of two prefixes a mask width apart. Sums are exact in 32-bit
+ * unsigned integers (4095 x 4095 x 255 < 2^32; the prefixes may wrap,
+ * their differences do not), finished as the reference finishes
+ * (box_round, else box_finish in double). */
 constexpr int kBoxColumns = 4;  /* extended columns a thread (the code assumes 4) */
 constexpr int kBoxSpanMax = 4096;  /* extended columns a block at most: 1024 threads */
 constexpr int kBoxPad = 4;  /* prefix[kBoxPad + i]: through column i; prefix[kBoxPad - 1] = 0 */
