@@ -218,7 +218,7 @@ test-unit: $(UNIT_TESTS) $(BUILD)/conv2d-check
 # The CLI suite runs on the CPU backend, and on CUDA too when a GPU is usable.
 # With pytest-xdist the suite runs on TEST_JOBS workers (default: one a core).
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-XDIST = $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n %s --dist loadgroup" $(TEST_JOBS))
+XDIST = $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n %s" $(TEST_JOBS))
 test-cli: $(BUILD)/gpufilter check-python
 	$(PYTHON) -m pytest tests/cli -q --backend cpu --gpufilter $(BUILD)/gpufilter $(XDIST) $(PYTEST_ARGS)
 	@if $(BUILD)/gpufilter --list-devices >/dev/null 2>&1; then \

@@ -30,6 +30,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gftest  # noqa: E402
+from groups import groups, member_rng, stable_nodeid  # noqa: E402,F401  (groups: a fixture)
 
 DEFAULT_BIN = Path(__file__).resolve().parent.parent.parent / "build" / "gpufilter"
 # compute-sanitizer's --error-exitcode: its exit status when it reported errors
@@ -65,7 +66,8 @@ def _binary_path(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda_only: runs only with --backend cuda")
     config.addinivalue_line("markers", "reduce(k): with --grid reduced, keep every k-th case")
-    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup")
+    config.addinivalue_line("markers", "batch_group(name): the test's run is one batch with its "
+                                       "group's (groups.py)")
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "gpufilter_seed" in workerinput:
         seed = int(workerinput["gpufilter_seed"])
@@ -534,20 +536,14 @@ def gpu_usable(gf):
     return r.rc == 0
 
 
-def stable_nodeid(nodeid):
-    """The test id without the '@group' that pytest-xdist's --dist loadgroup
-    appends, so a test draws the same inputs however the run is spread."""
-    return re.sub(r"@[^\]]*$", "", nodeid)
-
-
 @pytest.fixture
 def rng(request):
     """A generator seeded from the run's seed and the test's id, so one test
     reproduces alone (GPUFILTER_TEST_SEED) and under pytest-xdist."""
     seed = request.config._gpufilter_seed
-    node = zlib.crc32(stable_nodeid(request.node.nodeid).encode())
-    print(f"GPUFILTER_TEST_SEED={seed} (test stream {node})")
-    return np.random.default_rng([seed, node])
+    stream = zlib.crc32(stable_nodeid(request.node.nodeid).encode())
+    print(f"GPUFILTER_TEST_SEED={seed} (test stream {stream})")
+    return member_rng(seed, request.node.nodeid)
 
 
 @pytest.fixture

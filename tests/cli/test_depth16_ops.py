@@ -112,10 +112,15 @@ def ties_for(img, mask, values, backend):
 
 def check_conv(gf, tmp_path, img, spec, mask, border, backend):
     got = run16(gf, tmp_path, img, ["-m", spec, "-b", border], backend)
+    check_conv_output(img, got, spec, mask, border, backend)
+    return got
+
+
+def check_conv_output(img, got, spec, mask, border, backend):
+    assert got.dtype == np.uint16, f"{spec}: the result is {got.dtype}, not 16 bits"
     want, values = expect_conv(img, mask, border)
     assert_close(got, want, what=f"{spec} border={border} on {backend} vs oracle",
                  fraction=0.0, ties=ties_for(img, mask, values, backend))
-    return got
 
 
 def mask_file(tmp_path, name, weights, scale=1.0, offset=0.0):
@@ -126,12 +131,20 @@ def mask_file(tmp_path, name, weights, scale=1.0, offset=0.0):
     return str(path)
 
 
-@pytest.mark.parametrize("border", BORDERS)
+def builtin_input(rng, channels, **_):
+    return random16(rng, 23, 17, channels)
+
+
+# a (mask, border) group is one batch run a backend (groups.py)
+@pytest.mark.parametrize("name,border", [
+    pytest.param(n, b, id=f"{n}-{b}", marks=pytest.mark.batch_group(f"{n}-{b}"))
+    for n in ["sobel", "gaussian5", "sharpen", "laplacian", "box3"] for b in BORDERS])
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
-@pytest.mark.parametrize("name", ["sobel", "gaussian5", "sharpen", "laplacian", "box3"])
-def test_builtin_masks(gf, rng, tmp_path, backend16, name, channels, border):
-    img = random16(rng, 23, 17, channels)
-    check_conv(gf, tmp_path, img, name, load_mask(name), border, backend16)
+def test_builtin_masks(gf, groups, request, backend16, name, channels, border):
+    member = groups.run(request, builtin_input, ["-m", name, "-b", border],
+                        backends=("reference", gf.backend), write=write16)
+    check_conv_output(read_deep(member.source), read_deep(member.outputs[backend16]), name,
+                      load_mask(name), border, backend16)
 
 
 @pytest.mark.parametrize("border", BORDERS)
@@ -153,18 +166,28 @@ STREAM_MASKS = ["box3", "gaussian3", "sharpen", "laplacian"]
 STREAM_SIZES = ["72x37", "136x150", "8x1"]
 
 
-@pytest.mark.parametrize("size", STREAM_SIZES)
-@pytest.mark.parametrize("channels", [1, 2, 3, 4])
-@pytest.mark.parametrize("name", STREAM_MASKS)
-def test_streamed_3x3(gf, rng, tmp_path, backend16, name, channels, size):
+# the border cycles with the case; a (mask, border) group is one batch run
+STREAM_CASES = [(n, c, s, BORDERS[i % len(BORDERS)]) for i, (n, c, s) in enumerate(
+    (n, c, s) for n in STREAM_MASKS for c in [1, 2, 3, 4] for s in STREAM_SIZES)]
+
+
+def streamed_input(rng, channels, size, **_):
+    w, h = (int(v) for v in size.split("x"))
+    return random16(rng, w, h, channels)
+
+
+@pytest.mark.parametrize("name,channels,size,border", [
+    pytest.param(*case, id="{}-c{}-{}-{}".format(*case),
+                 marks=pytest.mark.batch_group(f"{case[0]}-{case[3]}"))
+    for case in STREAM_CASES])
+def test_streamed_3x3(gf, groups, request, backend16, name, channels, size, border):
     """Widths whose rows are whole words (a multiple of 8 pixels), so the
     CUDA backend's 3x3 integer masks stream down rows in float: several
-    warps and blocks, a last band cut short, a one-row image; the border
-    cycles with the case."""
-    w, h = (int(v) for v in size.split("x"))
-    case = STREAM_MASKS.index(name) * 12 + (channels - 1) * 3 + STREAM_SIZES.index(size)
-    border = BORDERS[case % len(BORDERS)]
-    check_conv(gf, tmp_path, random16(rng, w, h, channels), name, load_mask(name), border, backend16)
+    warps and blocks, a last band cut short, a one-row image."""
+    member = groups.run(request, streamed_input, ["-m", name, "-b", border],
+                        backends=("reference", gf.backend), write=write16)
+    check_conv_output(read_deep(member.source), read_deep(member.outputs[backend16]), name,
+                      load_mask(name), border, backend16)
 
 
 # integer weights: every exact value is a multiple of 1/scale, so a half

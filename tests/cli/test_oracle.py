@@ -7,13 +7,11 @@ import math
 import os
 import re
 import subprocess
-import zlib
 
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
 
-from conftest import stable_nodeid
 from gftest import (BORDERS, REPO, apply_mask, apply_masks, assert_close, assert_equal_image,
                     builtin_mask_names, correlate, float_ties, format_matrix, load_mask,
                     parse_mask, parse_paths, photo_with_channels, random_image, read_png,
@@ -97,54 +95,28 @@ def grid_id(mask, border, channels, size):
     return f"{mask}-{border}-c{channels}-{size_id(size)}"
 
 
-# xdist_group: with --dist loadgroup a (mask, border) group runs on one worker
-GRID = [pytest.param(m, b, c, s, id=grid_id(m, b, c, s),
-                     marks=pytest.mark.xdist_group(f"{m}-{b}"))
+# with --backend cuda a (mask, border) group is one batch run a backend
+# (groups.py): 90 starts of the binary for the grid instead of 2160
+GRID = [pytest.param(m, b, c, s, id=grid_id(m, b, c, s), marks=pytest.mark.batch_group(f"{m}-{b}"))
         for m in MASKS for b in BORDERS for c in CHANNELS for s in SIZES]
 
-_groups = {}  # (mask, border) -> {(channels, size id): (input, cuda output, cpu output)}
 
-
-def cuda_group(gf, request, mask, border):
-    """With --backend cuda: the 24 inputs of one (mask, border) group (every
-    channel count and size), each made from the stream its own test's rng
-    fixture would give, filtered by ONE batch run per backend. The CUDA
-    suite thus starts the binary 90 times for this grid instead of 2160
-    (each start pays ~0.2 s of CUDA initialisation); a batch's results equal
-    single runs (test_batch.py). The last two groups are kept."""
-    key = (mask, border)
-    if key not in _groups:
-        seed = request.config._gpufilter_seed
-        base = stable_nodeid(request.node.nodeid).split("[")[0]
-        folder = request.getfixturevalue("tmp_path_factory").mktemp(f"{mask}-{border}")
-        inputs = {}
-        for c in CHANNELS:
-            for s in SIZES:
-                nodeid = f"{base}[{grid_id(mask, border, c, s)}]"
-                rng = np.random.default_rng([seed, zlib.crc32(nodeid.encode())])
-                img = make_input(rng, s, c)
-                inputs[(c, size_id(s))] = (img, write_png(folder / f"c{c}-{size_id(s)}.png", img))
-        paths = [p for _, p in inputs.values()]
-        for backend in ("cuda", "cpu"):
-            gf.run("--backend", backend, "--quiet", "-m", mask, "-b", border,
-                   "-o", folder / backend, *paths).ok()
-        while len(_groups) >= 2:
-            _groups.pop(next(iter(_groups)))
-        _groups[key] = {k: (img, read_png(folder / "cuda" / p.name), read_png(folder / "cpu" / p.name))
-                        for k, (img, p) in inputs.items()}
-    return _groups[key]
+def grid_input(rng, size, channels, **_):
+    return make_input(rng, size, channels)
 
 
 @pytest.mark.reduce(11)  # 11 is prime to 6 sizes and 4 channel counts: a covering subset
 @pytest.mark.parametrize("mask,border,channels,size", GRID)
-def test_builtin_mask(gf, backend, request, rng, tmp_path, check_cuda_matches_cpu, mask, border,
-                      channels, size):
+def test_builtin_mask(gf, groups, backend, request, rng, tmp_path, check_cuda_matches_cpu, mask,
+                      border, channels, size):
     img = make_input(rng, size, channels)
     if backend != "cuda":
         run_and_check(gf, tmp_path, img, [mask], border, check_cuda_matches_cpu)
         return
-    made, got, ref = cuda_group(gf, request, mask, border)[(channels, size_id(size))]
-    assert_equal_image(made, img, what="the group's input (its test's rng stream)")
+    member = groups.run(request, grid_input, ["--quiet", "-m", mask, "-b", border],
+                        backends=("cuda", "cpu"))
+    assert_equal_image(read_png(member.source), img, what="the group's input (its test's rng stream)")
+    got, ref = (read_png(member.outputs[b]) for b in ("cuda", "cpu"))
     assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
     if channels in (2, 4):
         assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")

@@ -658,11 +658,19 @@ NORM_CASES = PHOTO_IDS + ["random-c1", "skewed-c1", "skewed-c2", "skewed-c3", "s
                           "lowcontrast-c1", "lowcontrast-c3", "lowcontrast-c4", "1x7-c3"]
 
 
-@pytest.mark.parametrize("spec,black,white", NORMALIZE, ids=NORM_IDS)
+def normalize_input(rng, case, **_):
+    return as3d(normalize_cases(rng)[case]())
+
+
+# a group: one batch run a --normalize value (groups.py)
+@pytest.mark.parametrize("spec,black,white", [
+    pytest.param(*n, id=i, marks=pytest.mark.batch_group(i))
+    for n, i in zip(NORMALIZE, NORM_IDS)])
 @pytest.mark.parametrize("case", NORM_CASES)
-def test_normalize(gf, rng, tmp_path, case, spec, black, white):
-    img = as3d(normalize_cases(rng)[case]())
-    got = apply_op(gf, tmp_path, img, [norm_flag(spec)])
+def test_normalize(gf, groups, request, case, spec, black, white):
+    member = groups.run(request, normalize_input, [norm_flag(spec)])
+    img = read_png(member.source)
+    got = read_png(member.outputs[gf.backend])
     lo, hi = normalize_limits(img, black, white)
     assert_equal_image(got, stretch(img, lo, hi), what=f"normalize lo={lo} hi={hi}")
     assert_alpha_unchanged(got, img)
@@ -866,20 +874,23 @@ def parity_image(rng, key):
     return (random_image if kind == "random" else skewed_image)(rng, w, h, int(c[1:]))
 
 
+def parity_input(rng, image, **_):
+    return parity_image(rng, image)
+
+
+# a group: one batch run an operation and backend (groups.py)
 @pytest.mark.cuda_only
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", [pytest.param(op, marks=pytest.mark.batch_group(op))
+                                for op in OPS])
 @pytest.mark.parametrize("image", PARITY_IMAGES)
-def test_cuda_matches_cpu(gf, rng, tmp_path, image, op):
-    img = parity_image(rng, image)
-    src = write_png(tmp_path / "in.png", img)
-    outs, stats = {}, {}
-    for be in ("cpu", "cuda"):
-        dst = tmp_path / f"out-{be}.png"
-        r, stats[be] = run_stats(gf, src, extra=OPS[op], backend=be, output=dst)
-        outs[be] = read_png(dst, img.shape[2])
+def test_cuda_matches_cpu(groups, request, image, op):
+    member = groups.run(request, parity_input, [*OPS[op], "--stats=json"], backends=("cpu", "cuda"))
+    channels = read_png(member.source).shape[2]
+    outs = {be: read_png(member.outputs[be], channels) for be in ("cpu", "cuda")}
     assert_equal_image(outs["cuda"], outs["cpu"], what=f"{op}: cuda vs cpu")
+    stats = member.stats
     assert stats["cuda"] == stats["cpu"], f"{op}: --stats=json differs between cuda and cpu"
-    assert_stats(stats["cuda"], expected_stats(outs["cuda"], src))
+    assert_stats(stats["cuda"], expected_stats(outs["cuda"], member.source))
 
 
 @pytest.mark.cuda_only

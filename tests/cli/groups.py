@@ -1,0 +1,135 @@
+"""Run a group of tests' inputs through one batch call of the binary.
+
+Every CUDA run of gpufilter pays its start-up (about 0.2 s, and on the GPU
+machine the starts of parallel workers queue one behind another), so the
+CUDA suite's time is mostly its count of runs. Tests whose runs share their
+options form a group: each carries the mark batch_group(NAME) and calls
+
+    member = groups.run(request, make, args)
+
+The first member to run builds every member's input with make(rng, **params),
+where rng is the stream that member's own `rng` fixture gives and params are
+its parametrize values, writes them to files, and runs ONE batch call
+(`gpufilter --backend B ARGS -o FOLDER INPUTS`) per backend. Each test then
+checks its own member. A batch's outputs equal single runs' (test_batch.py).
+
+The members are the collected tests of the same function with the same group
+name, so -k, --part and --grid reduced shrink the batch with the run. Under
+pytest-xdist the members may run on several workers: the build sits in a
+folder shared by the run's workers, under a lock, and is made once (every
+worker collects the same tests, so all number the members alike)."""
+
+import contextlib
+import fcntl
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gftest import write_png
+
+
+def group_name(item):
+    mark = item.get_closest_marker("batch_group")
+    return None if mark is None else mark.args[0]
+
+
+def stable_nodeid(nodeid):
+    """The test id without the '@group' that pytest-xdist's --dist loadgroup
+    appends, so a test draws the same inputs however the run is spread."""
+    return re.sub(r"@[^\]]*$", "", nodeid)
+
+
+def member_rng(seed, nodeid):
+    """The stream conftest's rng fixture gives the test nodeid."""
+    return np.random.default_rng([seed, zlib.crc32(stable_nodeid(nodeid).encode())])
+
+
+@dataclass
+class Member:
+    """One test's part of its group's batch."""
+    source: Path                                  # its input file
+    outputs: dict = field(default_factory=dict)   # backend -> its output file
+    stats: dict = field(default_factory=dict)     # backend -> its --stats=json document
+
+
+def split_json_documents(text):
+    """The JSON documents a batch's --stats=json prints, one after another."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return docs
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+
+
+@contextlib.contextmanager
+def locked(path):
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+class Groups:
+    def __init__(self, gf, seed, root):
+        self.gf = gf
+        self.seed = seed
+        self.root = Path(root)
+
+    def run(self, request, make, args, backends=None, write=write_png, suffix=".png"):
+        """This test's Member; args are the batch's options (no --backend,
+        -o or inputs); backends default to the one under test."""
+        me = request.node
+        name = group_name(me)
+        assert name is not None, f"{me.nodeid}: a grouped test needs the mark batch_group"
+        members = [stable_nodeid(item.nodeid) for item in request.session.items
+                   if getattr(item, "originalname", None) == me.originalname
+                   and item.module is me.module and group_name(item) == name]
+        backends = backends or (self.gf.backend,)
+        folder = self.root / f"{me.module.__name__}.{me.originalname}.{name}".replace("/", "_")
+        folder.mkdir(parents=True, exist_ok=True)
+        with locked(folder / ".lock"):
+            failed = folder / "failed.txt"
+            if failed.exists():
+                pytest.fail(failed.read_text(), pytrace=False)
+            if not (folder / "done").exists():
+                self._build(request, folder, members, make, args, backends, write, suffix)
+        index = members.index(stable_nodeid(me.nodeid))
+        member = Member(folder / f"{index}{suffix}")
+        for backend in backends:
+            member.outputs[backend] = folder / backend / member.source.name
+            out = folder / f"{backend}.out"
+            if out.exists():
+                docs = split_json_documents(out.read_text())
+                member.stats[backend] = next(d for d in docs if d["file"] == str(member.source))
+        return member
+
+    def _build(self, request, folder, members, make, args, backends, write, suffix):
+        by_id = {stable_nodeid(item.nodeid): item for item in request.session.items}
+        sources = []
+        for index, nodeid in enumerate(members):
+            img = make(member_rng(self.seed, nodeid), **by_id[nodeid].callspec.params)
+            sources.append(write(folder / f"{index}{suffix}", img))
+        stats = any(str(a).startswith("--stats=json") for a in args)
+        for backend in backends:
+            r = self.gf.run("--backend", backend, *args, "-o", folder / backend, *sources)
+            if r.rc != 0:
+                (folder / "failed.txt").write_text(f"the group's batch failed\n{r.describe()}")
+                r.ok()
+            if stats:
+                (folder / f"{backend}.out").write_bytes(r.out)
+        (folder / "done").touch()
+
+
+@pytest.fixture(scope="session")
+def groups(gf, pytestconfig, tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    # pytest-xdist's workers each have a basetemp in the run's folder
+    root = base.parent if hasattr(pytestconfig, "workerinput") else base
+    return Groups(gf, pytestconfig._gpufilter_seed, root / "groups")
