@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import json
 import re
+import shutil
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,12 @@ def split_json_documents(text):
         docs.append(doc)
 
 
+def write_bytes(path, data):
+    """A writer for make's that return a file's bytes."""
+    path.write_bytes(data)
+    return path
+
+
 @contextlib.contextmanager
 def locked(path):
     with open(path, "a") as lock:
@@ -82,9 +89,15 @@ class Groups:
         self.seed = seed
         self.root = Path(root)
 
-    def run(self, request, make, args, backends=None, write=write_png, suffix=".png"):
+    def run(self, request, make, args, backends=None, write=write_png, suffix=".png",
+            out_suffix=None, tag="", chain=None):
         """This test's Member; args are the batch's options (no --backend,
-        -o or inputs); backends default to the one under test."""
+        -o or inputs); backends default to the one under test. make's result
+        goes to a file by write(path, result) with the name's suffix given;
+        the outputs have out_suffix (default: suffix). A group running two
+        batches (two sets of args) gives each a tag; chain=TAG takes as
+        inputs the outputs of the group's batch of that tag, whose members
+        this test has already asked for (one backend)."""
         me = request.node
         name = group_name(me)
         assert name is not None, f"{me.nodeid}: a grouped test needs the mark batch_group"
@@ -92,30 +105,37 @@ class Groups:
                    if getattr(item, "originalname", None) == me.originalname
                    and item.module is me.module and group_name(item) == name]
         backends = backends or (self.gf.backend,)
-        folder = self.root / f"{me.module.__name__}.{me.originalname}.{name}".replace("/", "_")
+        base = f"{me.module.__name__}.{me.originalname}.{name}".replace("/", "_")
+        folder = self.root / f"{base}{tag}"
         folder.mkdir(parents=True, exist_ok=True)
         with locked(folder / ".lock"):
             failed = folder / "failed.txt"
             if failed.exists():
                 pytest.fail(failed.read_text(), pytrace=False)
             if not (folder / "done").exists():
-                self._build(request, folder, members, make, args, backends, write, suffix)
+                before = None if chain is None else self.root / f"{base}{chain}"
+                self._build(request, folder, members, make, args, backends, write, suffix, before)
         index = members.index(stable_nodeid(me.nodeid))
         member = Member(folder / f"{index}{suffix}")
         for backend in backends:
-            member.outputs[backend] = folder / backend / member.source.name
+            member.outputs[backend] = folder / backend / f"{index}{out_suffix or suffix}"
             out = folder / f"{backend}.out"
             if out.exists():
                 docs = split_json_documents(out.read_text())
                 member.stats[backend] = next(d for d in docs if d["file"] == str(member.source))
         return member
 
-    def _build(self, request, folder, members, make, args, backends, write, suffix):
+    def _build(self, request, folder, members, make, args, backends, write, suffix, before):
         by_id = {stable_nodeid(item.nodeid): item for item in request.session.items}
         sources = []
         for index, nodeid in enumerate(members):
+            source = folder / f"{index}{suffix}"
+            if before is not None:
+                (backend,) = backends
+                sources.append(shutil.copyfile(before / backend / source.name, source))
+                continue
             img = make(member_rng(self.seed, nodeid), **by_id[nodeid].callspec.params)
-            sources.append(write(folder / f"{index}{suffix}", img))
+            sources.append(write(source, img))
         stats = any(str(a).startswith("--stats=json") for a in args)
         for backend in backends:
             r = self.gf.run("--backend", backend, *args, "-o", folder / backend, *sources)

@@ -147,6 +147,7 @@ def test_builtin_masks(gf, groups, request, backend16, name, channels, border):
                       load_mask(name), border, backend16)
 
 
+@pytest.mark.reduce(2)  # the border turns fastest: each shape and weights keep two or three
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("shape", ["4x2", "2x4", "1x7", "7x1", "6x6", "9x9-larger"])
 @pytest.mark.parametrize("weights", ["integer", "fractional"])

@@ -18,6 +18,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from gftest import assert_close, assert_equal_image, photo, read_image, write_png
+from groups import write_bytes
 
 W, H = 48, 32  # stored size; 5..8 come out H x W
 ORIENTATIONS = range(1, 9)
@@ -101,15 +102,21 @@ def expected_shape(orientation):
     return (W, H, 3) if orientation >= 5 else (H, W, 3)
 
 
+def grouped_decode(gf, groups, request, *args, tag=""):
+    """The test's JPEG and its decode by its group's batch run (groups.py)."""
+    member = groups.run(request, lambda rng, orientation, writer: oriented_jpeg(orientation, writer),
+                        [*args, "-f", "png"], write=write_bytes, suffix=".jpg", out_suffix=".png",
+                        tag=tag)
+    return member.source.read_bytes(), read_image(member.outputs[gf.backend])
+
+
+@pytest.mark.batch_group("all")
 @pytest.mark.parametrize("writer", ["II", "MM", "pillow"])
 @pytest.mark.parametrize("orientation", ORIENTATIONS)
-def test_each_orientation_comes_out_as_viewers_show_it(gf, tmp_path, orientation, writer):
-    data = oriented_jpeg(orientation, writer)
-    src = tmp_path / "in.jpg"
-    src.write_bytes(data)
-    stored = decode(gf, src, tmp_path / "stored.png", "--no-autorotate")
+def test_each_orientation_comes_out_as_viewers_show_it(gf, groups, request, orientation, writer):
+    _, stored = grouped_decode(gf, groups, request, "--no-autorotate", tag="-stored")
     assert stored.shape == (H, W, 3)
-    got = decode(gf, src, tmp_path / "out.png", "-m", "identity")
+    data, got = grouped_decode(gf, groups, request, "-m", "identity")
     assert got.shape == expected_shape(orientation)
     assert_equal_image(got, turned(stored, orientation), f"orientation {orientation} ({writer})")
     assert_close(got, pillow_view(data), f"against Pillow's exif_transpose ({writer})",

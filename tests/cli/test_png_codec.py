@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from gftest import as3d, assert_equal_image, read_deep, read_image, write_png
+from groups import write_bytes
 from pngmaker import DEPTHS, chunk, make_png, png_file
 from test_cli import check_error
 
@@ -43,14 +44,27 @@ def decode(gf, tmp_path, data, extra=()):
     return got
 
 
-@pytest.mark.parametrize("case", CASES, ids=case_id)
-@pytest.mark.parametrize("size", [(1, 1), (13, 7), (67, 20)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_every_type_and_depth(gf, rng, tmp_path, case, size):
-    """Random samples, random row filters, IDAT split in 1-3 chunks."""
+def random_png(rng, case, size):
+    """Random samples, random row filters, IDAT split in 1-3 chunks: (file, samples)."""
     color, depth, trns = case
-    data, want = make_png(rng, color, depth, *size, trns=trns, idat_split=int(rng.integers(1, 4)),
-                          wide=True)
-    assert_equal_image(decode(gf, tmp_path, data), want, case_id(case))
+    return make_png(rng, color, depth, *size, trns=trns, idat_split=int(rng.integers(1, 4)),
+                    wide=True)
+
+
+# the 8-bit files are one batch run, the 16-bit ones another (groups.py)
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=case_id(c), marks=pytest.mark.batch_group("16-bit" if c[1] == 16 else "8-bit"))
+    for c in CASES])
+@pytest.mark.parametrize("size", [(1, 1), (13, 7), (67, 20)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_type_and_depth(gf, groups, request, rng, case, size):
+    data, want = random_png(rng, case, size)
+    deep = case[1] == 16
+    member = groups.run(request, lambda rng, case, size: random_png(rng, case, size)[0],
+                        [] if deep else ["-m", "identity"], write=write_bytes)
+    assert member.source.read_bytes() == data, "the group's file is not this test's"
+    got = read_deep(member.outputs[gf.backend]) if deep else read_image(member.outputs[gf.backend])
+    assert got.dtype == (np.uint16 if deep else np.uint8)
+    assert_equal_image(got, want, case_id(case))
 
 
 # Over 4 MiB of rows (png_decode.c's UNFILTER_MIN_BYTES), rows are

@@ -246,6 +246,20 @@ def apply_op(gf, tmp_path, img, args, backend=None, tag="x"):
     return gf.apply(tmp_path, img, extra=list(args), backend=backend, tag=tag)
 
 
+def grouped_op(gf, groups, request, make, args):
+    """The test's input and output from its group's batch run (groups.py):
+    (input, output, the member)."""
+    member = groups.run(request, make, args)
+    img = read_png(member.source)
+    return img, read_png(member.outputs[gf.backend], img.shape[2]), member
+
+
+def grouped_stats(gf, groups, request, make):
+    """The test's input and --stats=json document from its group's batch run."""
+    img, _, member = grouped_op(gf, groups, request, make, ["--stats=json"])
+    return img, member.stats[gf.backend], member.source
+
+
 def assert_alpha_unchanged(got, img):
     img = as3d(img)
     if img.shape[2] in (2, 4):
@@ -300,14 +314,18 @@ def test_stats_photo(gf, tmp_path, name):
 STATS_SIZES = [(1, 1), (1, 7), (7, 1), (257, 131)]
 
 
+def stats_input(rng, kind, size, channels):
+    w, h = size
+    return (random_image if kind == "uniform" else skewed_image)(rng, w, h, channels)
+
+
+# the tests of a grouped function are one batch run (groups.py)
+@pytest.mark.batch_group("all")
 @pytest.mark.parametrize("channels", CHANNELS, ids=cid)
 @pytest.mark.parametrize("size", STATS_SIZES, ids=[f"{w}x{h}" for w, h in STATS_SIZES])
 @pytest.mark.parametrize("kind", ["uniform", "skewed"])
-def test_stats_random(gf, rng, tmp_path, kind, size, channels):
-    w, h = size
-    img = (random_image if kind == "uniform" else skewed_image)(rng, w, h, channels)
-    src = write_png(tmp_path / "in.png", img)
-    _, got = run_stats(gf, src)
+def test_stats_random(gf, groups, request, kind, size, channels):
+    img, got, src = grouped_stats(gf, groups, request, stats_input)
     assert_stats(got, expected_stats(img, src))
 
 
@@ -345,14 +363,13 @@ def special_image(rng, kind, channels=1, w=257, h=131):
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("channels", CHANNELS, ids=cid)
-@pytest.mark.parametrize("kind", SPECIAL)
-def test_stats_special(gf, rng, tmp_path, kind, channels):
-    if kind.startswith("gray-alpha") and channels != 2 or kind.startswith("rgba") and channels != 4:
-        pytest.skip("kind is for one channel count")
-    img = special_image(rng, kind, channels)
-    src = write_png(tmp_path / "in.png", img)
-    _, got = run_stats(gf, src)
+@pytest.mark.batch_group("all")
+@pytest.mark.parametrize("kind,channels", [(k, c) for k in SPECIAL for c in CHANNELS
+                                           if not (k.startswith("gray-alpha") and c != 2
+                                                   or k.startswith("rgba") and c != 4)],
+                         ids=lambda v: cid(v) if isinstance(v, int) else v)
+def test_stats_special(gf, groups, request, kind, channels):
+    img, got, src = grouped_stats(gf, groups, request, special_image)
     assert_stats(got, expected_stats(img, src))
 
 
@@ -516,12 +533,13 @@ GRAY_CASES = ["camera", "text", "random", "skewed", "concentrated", "two-values"
               "const", "zeros", "all255"]
 
 
-@pytest.mark.parametrize("flag", ["--equalize=channels", "--equalize", "--equalize=luminance"])
+@pytest.mark.parametrize("flag", [pytest.param(f, marks=pytest.mark.batch_group(f)) for f in
+                                  ["--equalize=channels", "--equalize", "--equalize=luminance"]])
 @pytest.mark.parametrize("case", GRAY_CASES)
-def test_equalize_gray_exact(gf, rng, tmp_path, case, flag):
+def test_equalize_gray_exact(gf, groups, request, case, flag):
     """Gray: both modes are exactly cv2.equalizeHist."""
-    img = gray_cases(rng)[case]
-    got = apply_op(gf, tmp_path, img, [flag])
+    img, got, _ = grouped_op(gf, groups, request, lambda rng, case, **_: gray_cases(rng)[case],
+                             [flag])
     assert_equal_image(got, expect_equalize_channels(img), what=f"{flag} vs cv2.equalizeHist")
     if case in ("const", "zeros", "all255", "1x1"):
         assert_equal_image(got, img, what="constant image unchanged")
@@ -561,11 +579,15 @@ def colour_cases(rng, channels):
 COLOUR_CASES = [p.split(".")[0] for p in RGB_PHOTOS] + ["random", "skewed", "lowcontrast", "1x1"]
 
 
+def colour_input(rng, case, channels, **_):
+    return colour_cases(rng, channels)[case]
+
+
+@pytest.mark.batch_group("all")
 @pytest.mark.parametrize("channels", [3, 4], ids=cid)
 @pytest.mark.parametrize("case", COLOUR_CASES)
-def test_equalize_channels_colour(gf, rng, tmp_path, case, channels):
-    img = colour_cases(rng, channels)[case]
-    got = apply_op(gf, tmp_path, img, ["--equalize=channels"])
+def test_equalize_channels_colour(gf, groups, request, case, channels):
+    img, got, _ = grouped_op(gf, groups, request, colour_input, ["--equalize=channels"])
     assert_equal_image(got, expect_equalize_channels(img), what="per-channel cv2.equalizeHist")
     assert_alpha_unchanged(got, img)
 
@@ -577,12 +599,12 @@ def test_equalize_channels_horse_rgba(gf, tmp_path):
     assert_alpha_unchanged(got, img)
 
 
-@pytest.mark.parametrize("flag", ["--equalize", "--equalize=luminance"])
+@pytest.mark.parametrize("flag", [pytest.param(f, marks=pytest.mark.batch_group(f))
+                                  for f in ["--equalize", "--equalize=luminance"]])
 @pytest.mark.parametrize("channels", [3, 4], ids=cid)
 @pytest.mark.parametrize("case", COLOUR_CASES)
-def test_equalize_luminance_colour(gf, rng, tmp_path, case, channels, flag):
-    img = colour_cases(rng, channels)[case]
-    got = apply_op(gf, tmp_path, img, [flag])
+def test_equalize_luminance_colour(gf, groups, request, case, channels, flag):
+    img, got, _ = grouped_op(gf, groups, request, colour_input, [flag])
     assert_close(got, expect_equalize_luminance(img), what="vs OpenCV YCrCb equalization",
                  max_diff=2, fraction=1.0)
     assert_alpha_unchanged(got, img)
@@ -713,10 +735,7 @@ IDENTITY = [("const", None), ("const", "0,0"), ("const", "10,20"), ("zeros", Non
             ("all255", "49,50"), ("two-valued", "49,50"), ("two-valued-60", "10,45")]
 
 
-@pytest.mark.parametrize("kind,spec", IDENTITY, ids=[f"{k}-{s or 'default'}" for k, s in IDENTITY])
-@pytest.mark.parametrize("channels", [1, 3, 4], ids=cid)
-def test_normalize_identity(gf, rng, tmp_path, kind, spec, channels):
-    """hi <= lo: the image is unchanged."""
+def identity_input(rng, kind, spec, channels):
     if kind.startswith("two-valued"):
         img = np.full((20, 20, channels), 50, np.uint8)
         share = 200 if kind == "two-valued" else 160  # 50 % or 40 % of the pixels at 200
@@ -725,10 +744,19 @@ def test_normalize_identity(gf, rng, tmp_path, kind, spec, channels):
         img = special_image(rng, kind, channels, 33, 21)
     if channels == 4:
         img[:, :, 3] = rng.integers(0, 256, size=img.shape[:2])
+    return img
+
+
+@pytest.mark.parametrize("kind,spec", [
+    pytest.param(k, s, id=f"{k}-{s or 'default'}", marks=pytest.mark.batch_group(norm_flag(s)))
+    for k, s in IDENTITY])
+@pytest.mark.parametrize("channels", [1, 3, 4], ids=cid)
+def test_normalize_identity(gf, groups, request, kind, spec, channels):
+    """hi <= lo: the image is unchanged."""
+    img, got, _ = grouped_op(gf, groups, request, identity_input, [norm_flag(spec)])
     b, w = (2.0, 1.0) if spec is None else (float(x) for x in spec.split(","))
     lo, hi = normalize_limits(img, b, w)
     assert hi <= lo, (lo, hi)
-    got = apply_op(gf, tmp_path, img, [norm_flag(spec)])
     assert_equal_image(got, img, what=f"identity (lo {lo}, hi {hi})")
 
 
@@ -747,15 +775,18 @@ def test_normalize_rgba_alpha_ignored(gf, rng, tmp_path):
 AUTO_CASES = NORM_CASES + ["lowcontrast-c2", "tie"]
 
 
-@pytest.mark.parametrize("case", AUTO_CASES)
-def test_auto_level(gf, rng, tmp_path, case):
+def auto_level_input(rng, case):
     if case == "lowcontrast-c2":
-        img = low_contrast(rng, 77, 55, 2, 30, 200)
-    elif case == "tie":
-        img = np.tile(np.arange(100, 111, dtype=np.uint8), (2, 1)).reshape(2, 11, 1)
-    else:
-        img = as3d(normalize_cases(rng)[case]())
-    got = apply_op(gf, tmp_path, img, ["--auto-level"])
+        return low_contrast(rng, 77, 55, 2, 30, 200)
+    if case == "tie":
+        return np.tile(np.arange(100, 111, dtype=np.uint8), (2, 1)).reshape(2, 11, 1)
+    return as3d(normalize_cases(rng)[case]())
+
+
+@pytest.mark.batch_group("all")
+@pytest.mark.parametrize("case", AUTO_CASES)
+def test_auto_level(gf, groups, request, case):
+    img, got, _ = grouped_op(gf, groups, request, auto_level_input, ["--auto-level"])
     assert_equal_image(got, expect_auto_level(img), what="auto-level")
     assert_alpha_unchanged(got, img)
 
@@ -816,26 +847,26 @@ PIPELINES = [
 ]
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES, ids=[" ".join(p) for p in PIPELINES])
-@pytest.mark.parametrize("source", ["astronaut", "skewed-c4", "skewed-c1"])
-def test_composition(gf, rng, tmp_path, source, pipeline):
+def composition_input(rng, source, **_):
     if source == "astronaut":
-        img = photo("astronaut.png", "RGB")
-    else:
-        img = skewed_image(rng, 97, 61, int(source[-1]))
-    src = write_png(tmp_path / "in.png", img)
-    dst = tmp_path / "composed.png"
-    r = gf.run("--backend", gf.backend, *pipeline, "--stats=json", src, "--output", dst).ok()
-    composed = read_png(dst, img.shape[2])
+        return photo("astronaut.png", "RGB")
+    return skewed_image(rng, 97, 61, int(source[-1]))
+
+
+# a pipeline's tests are one batch run, and one a step after it (groups.py)
+@pytest.mark.parametrize("pipeline", [
+    pytest.param(p, id=" ".join(p), marks=pytest.mark.batch_group(" ".join(p))) for p in PIPELINES])
+@pytest.mark.parametrize("source", ["astronaut", "skewed-c4", "skewed-c1"])
+def test_composition(gf, groups, request, source, pipeline):
+    img, composed, member = grouped_op(gf, groups, request, composition_input,
+                                       [*pipeline, "--stats=json"])
     # the same, one operation per run
-    cur = src
     for k, step in enumerate(split_steps(pipeline)):
-        nxt = tmp_path / f"step{k}.png"
-        gf.run("--backend", gf.backend, *step, cur, nxt).ok()
-        cur = nxt
-    stepwise = read_png(cur, img.shape[2])
+        last = groups.run(request, composition_input, step, tag=f"-step{k}",
+                          chain=f"-step{k - 1}" if k else None)
+    stepwise = read_png(last.outputs[gf.backend], img.shape[2])
     assert_equal_image(composed, stepwise, what="composed run vs one step per run")
-    assert_stats(json.loads(r.out), expected_stats(composed, src))
+    assert_stats(member.stats[gf.backend], expected_stats(composed, member.source))
 
 
 def test_composition_order_matters(gf, rng, tmp_path):
