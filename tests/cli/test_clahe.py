@@ -72,6 +72,7 @@ def run_deep(gf, tmp_path, img, args, backend, tag="x"):
     return as3d(got)
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("clip", CLIPS)
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_gray8(gf, rng, tmp_path, backend2, clip, grid):
@@ -80,6 +81,7 @@ def test_gray8(gf, rng, tmp_path, backend2, clip, grid):
     assert_equal_image(got, expect(img, clip, grid), what=spec(clip, grid))
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("clip", [0.5, 2.0, 40.0, 1000.0])
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_gray16(gf, rng, tmp_path, backend2, clip, grid):

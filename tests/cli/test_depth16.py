@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from gftest import as3d, assert_equal_image, read_deep, read_image, png_depth, write_png
+from groups import write_bytes
 from pngmaker import chunk, make_png, png_file
 from test_cli import check_error, check_truncations_refused
 
@@ -47,16 +48,21 @@ def write_cv2(path, rgb):
 # ---- reading and writing PNG at 16 bits --------------------------------------------
 
 
+def png16_file(rng, color, size):
+    return make_png(rng, color, 16, *size, wide=True)[0]
+
+
+# one batch run (groups.py)
+@pytest.mark.batch_group("all")
 @pytest.mark.parametrize("color", [0, 4, 2, 6], ids=lambda c: COLOR_NAMES[c])
 @pytest.mark.parametrize("size", [(1, 1), (37, 23), (300, 41)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_png16_round_trip(gf, rng, tmp_path, color, size):
+def test_png16_round_trip(gf, groups, request, rng, color, size):
     """No operation: every sample comes back, in a 16-bit PNG."""
     data, want = make_png(rng, color, 16, *size, wide=True)
     assert want.dtype == np.uint16
-    src = tmp_path / "in.png"
-    src.write_bytes(data)
-    dst = tmp_path / "out.png"
-    run_plain(gf, src, dst)
+    member = groups.run(request, png16_file, [], write=write_bytes)
+    assert member.source.read_bytes() == data, "not this test's file"
+    dst = member.outputs[gf.backend]
     assert png_depth(dst) == 16
     got = read_deep(dst)
     assert got.dtype == np.uint16

@@ -202,6 +202,7 @@ TIE_MASKS = {
 }
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("alpha", ["kept", "filtered"])
 @pytest.mark.parametrize("size", ["70x37", "33x20"])
 @pytest.mark.parametrize("name", list(TIE_MASKS))
@@ -527,6 +528,7 @@ STRIP_OPS = [
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", ["nearest", "constant", "reflect", "wrap"])
 @pytest.mark.parametrize("ops", STRIP_OPS, ids=lambda o: "".join(o).replace("-", "_"))
 def test_strips_at_16_bits(gf, rng, tmp_path, ops, border):

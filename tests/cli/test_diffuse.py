@@ -152,6 +152,7 @@ def rng():
 # against the oracle
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_kinds_and_borders(gf, tmp_path, rng, on, kind, border):
@@ -335,7 +336,7 @@ STREAM_CASES = [
 ]
 
 
-@pytest.mark.reduce(2)  # the border turns fastest: each case keeps two or three
+@pytest.mark.reduce(3)  # the border turns fastest: each case keeps one or two
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("case", STREAM_CASES,
                          ids=lambda c: f"{c[0][1]}x{c[0][0]}x{c[1]}-{c[3]}-{c[4]}it-k{c[5]}-{c[6]}"

@@ -13,6 +13,7 @@ from PIL import Image
 from gftest import (IMAGES_DIR, MAGIC, MODES, apply_masks, as3d, assert_close,
                     assert_equal_image, photo, photo_with_channels, random_image,
                     read_deep, read_image, read_png, write_png)
+from groups import write_bytes
 from test_cli import check_error, check_truncations_refused
 
 CHANNELS = [1, 2, 3, 4]
@@ -260,18 +261,31 @@ def scaled_by_maxval(samples, maxval):
     return ((samples.astype(np.int64) * top + maxval // 2) // maxval).astype(kind)
 
 
-@pytest.mark.parametrize("maxval", [1, 15, 100, 255, 256, 1000, 4095, 65535])
-@pytest.mark.parametrize("channels", [1, 3], ids=cid)
-def test_pnm_scaled_by_maxval(gf, rng, tmp_path, maxval, channels):
-    """Each sample becomes round(v * 255 / maxval), or, for a maxval over
-    255, round(v * 65535 / maxval) at 16 bits (stb_image kept their low
-    byte and did not scale)."""
+def pnm_samples(rng, maxval, channels):
     shape = (13, 21) if channels == 1 else (13, 21, 3)
     samples = rng.integers(0, maxval + 1, size=shape)
     samples.flat[0], samples.flat[1] = 0, maxval
-    src = tmp_path / ("in.pgm" if channels == 1 else "in.ppm")
-    src.write_bytes(pnm_bytes(samples, maxval))
-    got = run_plain(gf, src, tmp_path / "out.png")
+    return samples
+
+
+def pnm_file(rng, maxval, channels):
+    return pnm_bytes(pnm_samples(rng, maxval, channels), maxval)
+
+
+# the PGM files are one batch run, the PPM files another (groups.py)
+@pytest.mark.parametrize("maxval", [1, 15, 100, 255, 256, 1000, 4095, 65535])
+@pytest.mark.parametrize("channels", [
+    pytest.param(1, id="c1", marks=pytest.mark.batch_group("pgm")),
+    pytest.param(3, id="c3", marks=pytest.mark.batch_group("ppm"))])
+def test_pnm_scaled_by_maxval(gf, groups, request, rng, maxval, channels):
+    """Each sample becomes round(v * 255 / maxval), or, for a maxval over
+    255, round(v * 65535 / maxval) at 16 bits (stb_image kept their low
+    byte and did not scale)."""
+    samples = pnm_samples(rng, maxval, channels)
+    member = groups.run(request, pnm_file, ["-f", "png"], write=write_bytes,
+                        suffix=".pgm" if channels == 1 else ".ppm", out_suffix=".png")
+    assert member.source.read_bytes() == pnm_bytes(samples, maxval), "not this test's file"
+    got = read_deep(member.outputs[gf.backend])
     want = as3d(scaled_by_maxval(samples, maxval))
     assert got.dtype == want.dtype
     assert_equal_image(got, want, f"maxval {maxval}")
@@ -367,6 +381,7 @@ def check_written(path_or_bytes, fmt, img):
         assert mad < 3.0, f"jpeg output: mean |luma diff| {mad:.2f}"
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("channels", CHANNELS, ids=cid)
 @pytest.mark.parametrize("ext", ["png", "jpg", "jpeg", "bmp", "tga"])
 def test_output_by_extension(gf, rng, tmp_path, ext, channels):

@@ -103,7 +103,7 @@ def large_mask_text(rng, shape, kind):
     return format_matrix(np.ones((h, w)), scale=w * h)
 
 
-@pytest.mark.reduce(2)
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("shape,kind,size,channels", LARGE_CASES,
                          ids=[f"{c[0]}-{c[1]}-c{c[3]}" for c in LARGE_CASES])
@@ -132,7 +132,7 @@ def test_large_mask_file(gf, rng, tmp_path, check_cuda_matches_cpu, shape, kind,
 FFT_WITHIN = 0.01
 
 
-@pytest.mark.reduce(2)
+@pytest.mark.reduce(4)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("shape,kind,size,channels", [c for c in LARGE_CASES if c[1] != "box"],
                          ids=[f"{c[0]}-{c[1]}-c{c[3]}" for c in LARGE_CASES if c[1] != "box"])
@@ -247,6 +247,7 @@ def test_gaussian_radius_and_positional(gf, rng, tmp_path, check_cuda_matches_cp
           tag="positional")
 
 
+@pytest.mark.reduce(2)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("radius", [0, 2, 20, 70])
 def test_box_radius(gf, rng, tmp_path, check_cuda_matches_cpu, radius, border):
@@ -384,6 +385,7 @@ def test_box_cascade_widths_match_sigma(sigma, n):
     assert abs(var - sigma**2) <= min(abs(v - sigma**2) for v in others) + 1e-9
 
 
+@pytest.mark.reduce(2)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("sigma,n,size", [(2, 3, (45, 31)), (7.5, 4, (61, 37)), (40, 3, (70, 90)),
                                          (1, 1, (9, 5))])

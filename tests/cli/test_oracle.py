@@ -40,15 +40,34 @@ def run_and_check(gf, tmp_path, rng_img, masks, border, check_cuda, extra=(),
     marks an exact rounding boundary. Returns the output."""
     img = rng_img
     got = gf.apply(tmp_path, img, masks, border, extra=extra, tag=tag)
-    assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
-    c = img.shape[2]
-    if c in (2, 4) and not filter_alpha:
-        assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")
+    check_shape_and_alpha(img, got, filter_alpha)
     check_cuda(tmp_path, img, got, masks, border, extra=extra, tag=tag, ties=ties)
     if want is None:
         want = apply_masks(img, masks, border or "nearest", filter_alpha)
     assert_close(got, want, what=f"{' '.join(masks)} border={border} vs oracle", ties=ties)
     return got
+
+
+def check_shape_and_alpha(img, got, filter_alpha=False):
+    assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
+    if img.shape[2] in (2, 4) and not filter_alpha:
+        assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")
+
+
+def batch_and_check(gf, tmp_path, imgs, masks, border, wants, ties):
+    """run_and_check for several images, one batch run a backend."""
+    sources = [write_png(tmp_path / f"in{i}.png", img) for i, img in enumerate(imgs)]
+    backends = [gf.backend] + (["cpu"] if gf.backend == "cuda" else [])
+    for backend in backends:
+        gf.run("--backend", backend, *[a for m in masks for a in ("-m", m)], "-b", border,
+               "-o", tmp_path / backend, *sources).ok()
+    for img, source, want, tie in zip(imgs, sources, wants, ties):
+        got = read_png(tmp_path / gf.backend / source.name)
+        check_shape_and_alpha(img, got)
+        if gf.backend == "cuda":
+            assert_close(got, read_png(tmp_path / "cpu" / source.name), what="cuda vs cpu backend",
+                         ties=tie)
+        assert_close(got, want, what=f"{' '.join(masks)} border={border} vs oracle", ties=tie)
 
 
 # ---------------------------------------------------------------------------
@@ -145,7 +164,7 @@ CHAINS = [("gaussian5", "sharpen"), ("sharpen", "gaussian5"),
 CHAIN_INPUTS = [(1, (257, 131)), (4, (257, 131)), (3, "photo"), (2, (2, 3))]
 
 
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("channels,size", CHAIN_INPUTS, ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("chain", CHAINS, ids=lambda ch: "+".join(ch))
@@ -216,7 +235,7 @@ USER_SHAPES = ["1x1", "1x5", "5x1", "2x2", "4x6", "6x4", "31x31", "31x1", "1x31"
 USER_INPUTS = [(3, (257, 131)), (4, (2, 3)), (1, (1, 7)), (2, (40, 1))]
 
 
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("channels,size", USER_INPUTS,
                          ids=lambda v: size_id(v) if not isinstance(v, int) else f"c{v}")
 @pytest.mark.parametrize("border", BORDERS)
@@ -237,6 +256,7 @@ def test_user_mask_shapes(gf, rng, tmp_path, check_cuda_matches_cpu, shape, bord
                   ties=ties)
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("channels", CHANNELS, ids=lambda c: f"c{c}")
 @pytest.mark.parametrize("border", BORDERS)
 def test_mask_larger_than_image(gf, rng, tmp_path, check_cuda_matches_cpu, border, channels):
@@ -300,7 +320,7 @@ SIGNED_MASKS = {
 }
 
 
-@pytest.mark.reduce(2)
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("name", list(SIGNED_MASKS))
 def test_signed_masks(gf, rng, tmp_path, check_cuda_matches_cpu, name, border):
@@ -412,22 +432,21 @@ COMBINE_CASES = [("max", 2, 3, 3), ("min", 2, 3, 3), ("sum", 2, 3, 3),
                  ("magnitude", 3, 3, 3), ("magnitude", 2, 5, 1)]
 
 
-@pytest.mark.reduce(2)
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("combine,count,w,h", COMBINE_CASES,
                          ids=[f"{c}{n}-{w}x{h}" for c, n, w, h in COMBINE_CASES])
-def test_combine(gf, rng, tmp_path, check_cuda_matches_cpu, combine, count, w, h, border):
+def test_combine(gf, rng, tmp_path, combine, count, w, h, border):
     text = combine_text(rng, combine, count, w, h)
     path = tmp_path / f"{combine}.mask"
     path.write_text(text)
     mask = parse_mask(text)
     assert len(mask.matrices) == count
-    for channels, size in [(3, (257, 131)), (2, (2, 3))]:
-        img = make_input(rng, size, channels)
-        want = apply_mask(img, mask, border)
-        # several matrices, each with its own scale: some sums are exact ties
-        run_and_check(gf, tmp_path, img, [str(path)], border, check_cuda_matches_cpu,
-                      want=want, tag=f"c{channels}", ties=rounding_ties(img, mask, border))
+    imgs = [make_input(rng, size, channels) for channels, size in [(3, (257, 131)), (2, (2, 3))]]
+    # several matrices, each with its own scale: some sums are exact ties
+    batch_and_check(gf, tmp_path, imgs, [str(path)], border,
+                    [apply_mask(img, mask, border) for img in imgs],
+                    [rounding_ties(img, mask, border) for img in imgs])
 
 
 def test_combine_differs_from_first_matrix(gf, rng, tmp_path):
@@ -543,7 +562,7 @@ def apply_or_refused(gf, tmp_path, img, masks, border, kernel, tile, mask_name, 
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(29)  # under the 50 cases of a (tile, kernel): one or two each
+@pytest.mark.reduce(37)  # under the 50 cases of a (tile, kernel): one or two each
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("mask,channels", SWEEP, ids=[f"{m}-c{c}" for m, c in SWEEP])
 @pytest.mark.parametrize("tile,kernel", TILE_KERNELS, ids=[f"{t}-{k}" for t, k in TILE_KERNELS])
@@ -559,7 +578,7 @@ def test_cuda_tiles(gf, rng, tmp_path, tile, kernel, mask, channels, border):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(11)
+@pytest.mark.reduce(23)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [(1, 1), (1, 7), (7, 1), (2, 3), (33, 9)], ids=size_id)
 @pytest.mark.parametrize("tile,kernel", SMALL_TILE_KERNELS,
@@ -631,7 +650,7 @@ DIRECT_WIDTHS = [203, 208]
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(7)
+@pytest.mark.reduce(13)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", ["nearest", "constant"])
 @pytest.mark.parametrize("size", [3, 5, 7])
@@ -681,7 +700,7 @@ DIRECT_SEPARABLE = {
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(13)
+@pytest.mark.reduce(29)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "constant"])
@@ -794,7 +813,7 @@ def check_direct_layout(gf, tmp_path, img, channels, path, text, layout, border,
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(11)
+@pytest.mark.reduce(17)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", RUNNING_SIZES)
@@ -824,7 +843,7 @@ def test_cuda_direct_box_wide_tile(gf, rng, tmp_path, layout, size, border):
 # gray box masks from GRAY_MMA_BOX on with a tile the tensor cores cannot
 # run (512 pixels wide: over their 256 bytes), so the prefix sums run them
 @pytest.mark.cuda_only
-@pytest.mark.reduce(3)
+@pytest.mark.reduce(7)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", [size for size in RUNNING_SIZES if size >= GRAY_MMA_BOX])
@@ -905,7 +924,7 @@ def check_direct_mma(gf, rng, tmp_path, layout, size, border, width, scaling, ti
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(9)
+@pytest.mark.reduce(19)
 @pytest.mark.parametrize("width", DIRECT_WIDTHS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("size", MMA_SIZES)
@@ -1041,7 +1060,7 @@ def check_direct_stream(gf, rng, tmp_path, layout, name, border, size, args=()):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(4)
+@pytest.mark.reduce(6)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("name", STREAM_MASKS)
 @pytest.mark.parametrize("layout", ["gray", "rgba", "rgba-filter-alpha"])
@@ -1051,6 +1070,7 @@ def test_cuda_direct_stream(gf, rng, tmp_path, layout, name, border):
 
 
 @pytest.mark.cuda_only
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", ["reflect", "wrap"])
 @pytest.mark.parametrize("index", [1, 2])
 @pytest.mark.parametrize("name", ["asymmetric", "box3"])
@@ -1234,7 +1254,7 @@ def direct_15_mask(rng, tmp_path, kind):
 
 
 @pytest.mark.cuda_only
-@pytest.mark.reduce(5)
+@pytest.mark.reduce(9)
 @pytest.mark.parametrize("width", [211, 212])  # gray rows unaligned, aligned (RGBA: both aligned)
 @pytest.mark.parametrize("kernel", ["direct", "auto"])
 @pytest.mark.parametrize("border", ["nearest", "reflect", "constant"])

@@ -40,6 +40,7 @@ def run_both(gf, tmp_path, img, ops, border, budget=BUDGET):
     return gftest.read_png(cpu), gftest.read_png(cuda), r
 
 
+@pytest.mark.reduce(3)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("ops", OPS, ids=lambda o: "".join(o).replace("-", "_"))
 def test_strips_match_cpu(gf, rng, tmp_path, ops, border):
