@@ -41,7 +41,8 @@ def group_name(item):
 
 def stable_nodeid(nodeid):
     """The test id without the '@group' that pytest-xdist's --dist loadgroup
-    appends, so a test draws the same inputs however the run is spread."""
+    appends (with pytest before 9), so a test draws the same inputs however
+    the run is spread."""
     return re.sub(r"@[^\]]*$", "", nodeid)
 
 
@@ -96,8 +97,8 @@ class Groups:
         goes to a file by write(path, result) with the name's suffix given;
         the outputs have out_suffix (default: suffix). A group running two
         batches (two sets of args) gives each a tag; chain=TAG takes as
-        inputs the outputs of the group's batch of that tag, whose members
-        this test has already asked for (one backend)."""
+        inputs the outputs of the group's batch of that tag, which this test
+        has already asked for (one backend; its out_suffix is this suffix)."""
         me = request.node
         name = group_name(me)
         assert name is not None, f"{me.nodeid}: a grouped test needs the mark batch_group"

@@ -136,9 +136,7 @@ def test_builtin_mask(gf, groups, backend, request, rng, tmp_path, check_cuda_ma
                         backends=("cuda", "cpu"))
     assert_equal_image(read_png(member.source), img, what="the group's input (its test's rng stream)")
     got, ref = (read_png(member.outputs[b]) for b in ("cuda", "cpu"))
-    assert got.shape == img.shape, f"output shape {got.shape}, input {img.shape}"
-    if channels in (2, 4):
-        assert_equal_image(got[:, :, -1], img[:, :, -1], what="alpha (must pass through)")
+    check_shape_and_alpha(img, got)
     assert_close(got, ref, what="cuda vs cpu backend")
     assert_close(got, apply_masks(img, [mask], border), what=f"{mask} border={border} vs oracle")
 
