@@ -11,6 +11,7 @@
 
 #include "border.h"
 #include "clahe.h"
+#include "cpu_conv.h"
 #include "diffuse.h"
 #include "image.h"
 #include "mask.h"
@@ -97,6 +98,9 @@ struct gf_backend {
  * one-thread double-precision oracle. Both give the same bytes. */
 gf_backend *gf_backend_cpu_new(const gf_backend_options *options);
 gf_backend *gf_backend_reference_new(const gf_backend_options *options);
+/* The cpu backend's next convolution reads source rows still arriving
+ * (decode_ahead.h) through 'ahead'; NULL: none. */
+void gf_backend_cpu_rows_ahead(gf_backend *cpu, const gf_rows_ready *ahead);
 /* NULL with an error when no usable GPU is present. */
 gf_backend *gf_backend_cuda_new(const gf_backend_options *options);
 

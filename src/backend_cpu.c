@@ -331,6 +331,7 @@ typedef struct {
     gf_image *current, *scratch;
     int fast;     /* cpu_conv.c's convolution, else the reference's */
     FILE *log;    /* -v: the path and threads of each convolution */
+    gf_rows_ready ahead;  /* the next convolution's source rows still arriving (wait set) */
 } cpu_backend;
 
 /* The image's own buffer becomes the backend's (no copy), and img gets a
@@ -364,8 +365,11 @@ static void reference_convolve(const gf_image *src, gf_image *dst, const gf_mask
 
 /* The bands gf_conv2d_fast ran, or -1. */
 static int fast_convolve(const gf_image *src, gf_image *dst, const gf_mask *mask,
-                         gf_border border, int channels_filtered)
+                         gf_border border, int channels_filtered, const gf_rows_ready *ahead)
 {
+    if (ahead->wait && src->depth == 8)
+        return gf_conv2d_fast_ahead(src->pixels, dst->pixels, src->width, src->height,
+                                    src->channels, channels_filtered, mask, border, ahead);
     if (src->depth == 16)
         return gf_conv2d_fast16(gf_image_samples16(src), (uint16_t *)(void *)dst->pixels,
                                 src->width, src->height, src->channels, channels_filtered, mask,
@@ -384,10 +388,16 @@ static int cpu_convolve(gf_backend *self, const gf_mask *mask, gf_border border,
     if (!b->scratch)
         return -1;
     gf_image *src = b->current, *dst = b->scratch;
+    const gf_rows_ready ahead = b->ahead;
+    b->ahead = (gf_rows_ready){0};  /* every row read by the end of this one */
     if (!b->fast)
         reference_convolve(src, dst, mask, border, channels_filtered);
     else {
-        const int bands = fast_convolve(src, dst, mask, border, channels_filtered);
+        const int bands = fast_convolve(src, dst, mask, border, channels_filtered, &ahead);
+        if (bands == -2) {
+            gf_set_error("the image's decoding stopped");
+            return -1;
+        }
         if (bands < 0) {
             gf_set_error("out of memory for the CPU convolution of a %dx%d image", src->width,
                          src->height);
@@ -504,4 +514,9 @@ gf_backend *gf_backend_cpu_new(const gf_backend_options *options)
 gf_backend *gf_backend_reference_new(const gf_backend_options *options)
 {
     return new_cpu_backend(options, 0);
+}
+
+void gf_backend_cpu_rows_ahead(gf_backend *cpu, const gf_rows_ready *ahead)
+{
+    ((cpu_backend *)cpu)->ahead = ahead ? *ahead : (gf_rows_ready){0};
 }

@@ -34,7 +34,20 @@ typedef struct {
     const gf_cpu_plan *plan;
     int y0, y1;  /* this band's output rows */
     int failed;
+    struct unit_queue *units;  /* source rows still arriving: the band takes units from it */
+    int took;                  /* units of 0 rows: the band's own rows taken */
 } band_job;
+
+/* Output rows in units of 'rows', taken in order by the bands' threads,
+ * each once the source rows it reads are there (gf_conv2d_fast_ahead);
+ * rows 0: each band is one unit, its own rows. */
+typedef struct unit_queue {
+    const gf_rows_ready *ready;
+    int rows;
+    int next;      /* the next unit's first row, under lock */
+    int stopped;   /* a wait failed: no unit starts */
+    pthread_mutex_t lock;
+} unit_queue;
 
 /* Run the statements after p with q, p's samples typed: uint16_t at depth
  * 16, else unsigned char (each loop compiled, and vectorized, for both). */
@@ -710,6 +723,45 @@ DEFINE_REAL_PASSES(double, uint16_t)
 #define BAND_CLONES
 #endif
 
+/* The last source row (image index) that output rows [y0, y1) read. */
+static int last_source_row(const band_job *job, int y0, int y1)
+{
+    const int mh = job->mask->height, ay = mh / 2;
+    int last = 0;
+    for (int v = y0 - ay; v <= y1 - 1 + mh - 1 - ay; v++) {
+        const int sy = gf_border_index(v, job->height, job->border);
+        if (sy > last)
+            last = sy;
+    }
+    return last;
+}
+
+/* The next unit of job->units whose source rows are there, as job->y0 and
+ * y1; 0 when none is left (or a wait failed). */
+static int take_unit(band_job *job)
+{
+    unit_queue *q = job->units;
+    pthread_mutex_lock(&q->lock);
+    const int y0 = q->next, stopped = q->stopped;
+    q->next = y0 + q->rows;
+    pthread_mutex_unlock(&q->lock);
+    if (q->rows == 0) {
+        if (stopped || job->took++)
+            return 0;
+    } else {
+        if (stopped || y0 >= job->height)
+            return 0;
+        job->y0 = y0;
+        job->y1 = y0 + q->rows < job->height ? y0 + q->rows : job->height;
+    }
+    if (q->ready->wait(q->ready->ctx, last_source_row(job, job->y0, job->y1)) == 0)
+        return 1;
+    pthread_mutex_lock(&q->lock);
+    q->stopped = 1;
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+}
+
 BAND_CLONES static void *run_band(void *arg)
 {
     band_job *job = arg;
@@ -718,17 +770,21 @@ BAND_CLONES static void *run_band(void *arg)
         job->failed = 1;
         return NULL;
     }
-    switch (job->plan->path) {
-    case GF_CPU_SEPARABLE:
-        if (job->plan->columns_first)
-            integer_columns_first_band(job, &s);
-        else
-            separable_band(job, &s);
-        break;
-    case GF_CPU_SEPARABLE_FLOAT: columns_first_band_float(job, &s); break;
-    case GF_CPU_SEPARABLE_DOUBLE: columns_first_band_double(job, &s); break;
-    case GF_CPU_INTEGER: integer_band(job, &s); break;
-    default: double_band(job, &s); break;
+    while (!job->units || take_unit(job)) {
+        switch (job->plan->path) {
+        case GF_CPU_SEPARABLE:
+            if (job->plan->columns_first)
+                integer_columns_first_band(job, &s);
+            else
+                separable_band(job, &s);
+            break;
+        case GF_CPU_SEPARABLE_FLOAT: columns_first_band_float(job, &s); break;
+        case GF_CPU_SEPARABLE_DOUBLE: columns_first_band_double(job, &s); break;
+        case GF_CPU_INTEGER: integer_band(job, &s); break;
+        default: double_band(job, &s); break;
+        }
+        if (!job->units)
+            break;
     }
     free_scratch(&s);
     return NULL;
@@ -751,16 +807,30 @@ static int band_count(const band_job *base, int threads)
     return bands > 1 ? bands : 1;
 }
 
+/* Rows a unit of a convolution beside its decode. The float and double
+ * column passes start anywhere at no cost: 16. The other paths start a
+ * band by summing or padding the mask's rows: units of the mask's height
+ * up to 64 rows; past that, 0 (each band its own rows, as without a
+ * decode beside: small units would sum the same rows over and over). */
+static int unit_rows(const gf_mask *mask, const gf_cpu_plan *plan)
+{
+    if (plan->path == GF_CPU_SEPARABLE_FLOAT || plan->path == GF_CPU_SEPARABLE_DOUBLE)
+        return 16;
+    return mask->height <= 16 ? 16 : (mask->height <= 64 ? mask->height : 0);
+}
+
 static int conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
                        int channels, int channels_filtered, int depth, const gf_mask *mask,
-                       gf_border border, int threads)
+                       gf_border border, int threads, const gf_rows_ready *ready)
 {
     gf_cpu_plan *plan = malloc(sizeof *plan);
     if (!plan)
         return -1;
     gf_cpu_plan_make(mask, depth, plan);
+    unit_queue units = {.ready = ready, .rows = unit_rows(mask, plan)};
+    pthread_mutex_init(&units.lock, NULL);
     band_job base = {src, dst, width, height, channels, channels_filtered, depth, depth / 8,
-                     mask, border, plan, 0, height, 0};
+                     mask, border, plan, 0, height, 0, ready ? &units : NULL, 0};
     const int bands = band_count(&base, threads);
     band_job *jobs = calloc((size_t)bands, sizeof *jobs);
     pthread_t *ids = calloc((size_t)bands, sizeof *ids);
@@ -782,10 +852,12 @@ static int conv2d_fast(const unsigned char *src, unsigned char *dst, int width, 
         pthread_join(ids[b], NULL);
     for (int b = 0; b < bands && !failed; b++)
         failed = jobs[b].failed;
+    const int stopped = units.stopped;
     free(jobs);
     free(ids);
+    pthread_mutex_destroy(&units.lock);
     gf_cpu_plan_free(plan);
-    return failed ? -1 : bands;
+    return stopped ? -2 : (failed ? -1 : bands);
 }
 
 int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
@@ -793,12 +865,21 @@ int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int 
                    int threads)
 {
     return conv2d_fast(src, dst, width, height, channels, channels_filtered, 8, mask, border,
-                       threads);
+                       threads, NULL);
+}
+
+int gf_conv2d_fast_ahead(const unsigned char *src, unsigned char *dst, int width, int height,
+                         int channels, int channels_filtered, const gf_mask *mask,
+                         gf_border border, const gf_rows_ready *ready)
+{
+    return conv2d_fast(src, dst, width, height, channels, channels_filtered, 8, mask, border, 0,
+                       ready);
 }
 
 int gf_conv2d_fast16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
                      int channels_filtered, const gf_mask *mask, gf_border border, int threads)
 {
     return conv2d_fast((const unsigned char *)(const void *)src, (unsigned char *)(void *)dst,
-                       width, height, channels, channels_filtered, 16, mask, border, threads);
+                       width, height, channels, channels_filtered, 16, mask, border, threads,
+                       NULL);
 }

@@ -50,6 +50,19 @@ const char *gf_cpu_path_name(gf_cpu_path path);
 int gf_conv2d_fast(const unsigned char *src, unsigned char *dst, int width, int height,
                    int channels, int channels_filtered, const gf_mask *mask, gf_border border,
                    int threads);
+/* Source rows that may still be arriving, top to bottom (a decode beside
+ * the convolution): wait(ctx, row) returns 0 once image row 'row' and all
+ * above it are there, or -1 when they never will be. */
+typedef struct {
+    int (*wait)(void *ctx, int row);
+    void *ctx;
+} gf_rows_ready;
+/* gf_conv2d_fast on every core, its output rows in units that the threads
+ * take in order, each once the source rows it reads are ready; -2 when a
+ * wait failed (dst then undefined). */
+int gf_conv2d_fast_ahead(const unsigned char *src, unsigned char *dst, int width, int height,
+                         int channels, int channels_filtered, const gf_mask *mask,
+                         gf_border border, const gf_rows_ready *ready);
 /* The same over 16-bit samples, results clamped to 0..65535. */
 int gf_conv2d_fast16(const uint16_t *src, uint16_t *dst, int width, int height, int channels,
                      int channels_filtered, const gf_mask *mask, gf_border border, int threads);

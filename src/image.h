@@ -102,6 +102,7 @@ gf_image *gf_image_decode_limited(unsigned char *data, size_t size, const char *
                                   const gf_image_probe *probe);
 #define GF_DEFAULT_DECODE_TIMEOUT_S 120.0
 void gf_image_set_decode_timeout(double seconds);  /* 0: no limit */
+double gf_image_decode_timeout(void);
 
 /* The memory budget the decodes of a run share (--max-memory; default half
  * the physical memory). gf_image_load_memory reserves each image's estimate

@@ -109,6 +109,11 @@ void gf_image_set_decode_timeout(double seconds)
     decode_timeout_s = seconds;
 }
 
+double gf_image_decode_timeout(void)
+{
+    return decode_timeout_s;
+}
+
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t finished;

@@ -103,11 +103,14 @@ int gf_jpeg_rows_read(gf_jpeg_rows *r, unsigned char *dst, int rows)
     if (setjmp(r->failed))
         return -1;
     const size_t pitch = (size_t)r->info.output_width * (size_t)r->info.output_components;
+    JSAMPROW row[16];  /* a call takes as many rows as the library gives at once */
     for (int y = 0; y < rows;) {
-        JSAMPROW row = dst + (size_t)y * pitch;
+        const int ask = rows - y < 16 ? rows - y : 16;
+        for (int k = 0; k < ask; k++)
+            row[k] = dst + (size_t)(y + k) * pitch;
         if (r->info.output_scanline >= r->info.output_height)
             return -1;
-        y += (int)jpeg_read_scanlines(&r->info, &row, 1);
+        y += (int)jpeg_read_scanlines(&r->info, row, (JDIMENSION)ask);
     }
     if (r->info.output_scanline == r->info.output_height && r->started) {
         r->started = 0;  /* to EOI: what is left may warn, as in tjDecompress2 */

@@ -135,11 +135,16 @@ static int run_on_gpu_codecs(const gf_job *j)
 }
 
 /* The decoded image through the pipeline on backend, then saved (or its
- * statistics printed); takes img. */
-static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, double decode_ms)
+ * statistics printed); takes img. With 'ahead', img is still being
+ * decoded by it (decode_ahead.h), which this finishes before the save:
+ * GF_STREAM_DECLINED, nothing written or said, when that decode failed. */
+static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, double decode_ms,
+                           gf_decode_ahead *ahead)
 {
     int status = GF_EXIT_FILE;
-    if (gf_image_prepare(img, j->gray, j->depth) < 0) {
+    const int decoded_ahead = ahead != NULL;
+    /* decode_ahead_wanted() leaves nothing to prepare: no --gray, no --depth 16 */
+    if (!ahead && gf_image_prepare(img, j->gray, j->depth) < 0) {
         gf_error_name_file(j->input);
         fprintf(stderr, "%s\n", gf_error());
         gf_image_free(img);
@@ -153,13 +158,33 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
     if ((j->verify && !reference) || (j->stats && !stats)) {
         gf_set_error("%s: out of memory for %s", j->input,
                      j->stats && !stats ? "the statistics" : "--verify's copy");
+        if (ahead)  /* its thread writes into img until it ends */
+            gf_decode_ahead_finish(ahead, NULL);
+        ahead = NULL;
         gf_image_free(img);
         img = NULL;
     }
     if (img) {
+        if (ahead) {
+            const gf_rows_ready rows = gf_decode_ahead_rows(ahead);
+            gf_backend_cpu_rows_ahead(backend, &rows);
+        }
         int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
                                          j->output != NULL || j->verify, &times);
         t2 = gf_now_ms();
+        if (ahead) {  /* every row read by now, unless the decode failed */
+            gf_backend_cpu_rows_ahead(backend, NULL);
+            const int decoded = gf_decode_ahead_finish(ahead, &decode_ms);
+            ahead = NULL;
+            if (decoded == -1) {
+                free(stats);
+                gf_image_free(reference);
+                gf_image_free(img);
+                return GF_STREAM_DECLINED;
+            }
+            if (decoded == -2)
+                run_status = -1;
+        }
         if (run_status == -1)
             gf_error_name_file(j->input);
         if (run_status == 0 && reference && verify_result(j, reference, img, backend->name) < 0)
@@ -177,9 +202,10 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
     if (status != EXIT_SUCCESS)
         fprintf(stderr, "%s\n", gf_error());
     else if (j->verbose)
-        fprintf(stderr, "gpufilter: %s %dx%dx%d%s on %s: decode %.1f ms, upload %.1f ms, filter %.1f ms, "
+        fprintf(stderr, "gpufilter: %s %dx%dx%d%s on %s: decode %.1f ms%s, upload %.1f ms, filter %.1f ms, "
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
-                img->channels, img->depth == 16 ? " 16-bit" : "", backend->name, decode_ms, times.upload_ms, times.filter_ms,
+                img->channels, img->depth == 16 ? " 16-bit" : "", backend->name, decode_ms,
+                decoded_ahead ? " (beside the filter)" : "", times.upload_ms, times.filter_ms,
                 times.download_ms, gf_now_ms() - t2);
     free(stats);
     gf_image_free(reference);
@@ -207,6 +233,27 @@ static int run_streamed(const gf_job *j, gf_route *route, gf_backend *backend, g
     return status;
 }
 
+/* A JPEG decoded ahead of the filter (decode_ahead.h): the call's status,
+ * or, where the scanline decoder does not take the file or it fails part
+ * way, its image decoded whole into *img and GF_STREAM_DECLINED. */
+static int run_ahead(const gf_job *j, gf_route *route, gf_backend *backend, gf_image **img,
+                     double *decode_ms)
+{
+    gf_decode_ahead *ahead = gf_route_decode_ahead(route);
+    if (ahead) {
+        const int status = filter_and_save(j, gf_decode_ahead_image(ahead), backend, 0.0, ahead);
+        if (status != GF_STREAM_DECLINED)
+            return status;
+    }
+    const double t0 = gf_now_ms();
+    if (!(*img = gf_route_decode_whole(route))) {
+        fprintf(stderr, "%s\n", gf_error());
+        return GF_EXIT_FILE;
+    }
+    *decode_ms = gf_now_ms() - t0;
+    return GF_STREAM_DECLINED;
+}
+
 static int run(const gf_job *j)
 {
     if (output_may_be_an_input(j))
@@ -224,16 +271,18 @@ static int run(const gf_job *j)
     gf_image *img = gf_route_load(route, j, j->input);
     double decode_ms = gf_now_ms() - t0;
     size_t stream_size;
-    const int streams = !img && gf_route_stream_input(route, &stream_size);
-    gf_backend *backend = img || streams ? gf_route_backend(route, j) : NULL;
+    const int taken = !img && gf_route_stream_input(route, &stream_size);  /* streams or decodes ahead */
+    gf_backend *backend = img || taken ? gf_route_backend(route, j) : NULL;
     int status = GF_EXIT_FILE;
     if (!backend)
         fprintf(stderr, "%s\n", gf_error());
-    else if (streams)
+    else if (taken && gf_route_decodes_ahead(route))
+        status = run_ahead(j, route, backend, &img, &decode_ms);
+    else if (taken)
         status = run_streamed(j, route, backend, &img, &decode_ms);
     gf_route_end(route);
     if (backend && img)
-        status = filter_and_save(j, img, backend, decode_ms);
+        status = filter_and_save(j, img, backend, decode_ms, NULL);
     else
         gf_image_free(img);
     if (backend)

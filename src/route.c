@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cost_model.h"
+#include "decode_ahead.h"
 #include "exif.h"
 #include "orientation.h"
 #include "stream.h"
@@ -21,7 +22,8 @@ struct gf_route {
     double began_ms, start_ms; /* when it began, how long it took */
     int decided, use_gpu;      /* --backend auto's choice */
     gf_cost_estimate estimate;
-    unsigned char *stream_data; /* the input, when it streams (stream.h) */
+    unsigned char *stream_data; /* the input, when it streams (stream.h) or decodes ahead */
+    int ahead;                 /* it decodes ahead (decode_ahead.h) rather than streams */
     size_t stream_size;
     gf_image_probe probe;
     int orientation;           /* the input's EXIF orientation, applied on the host */
@@ -80,8 +82,11 @@ static int take_for_stream(gf_route *r, const gf_image_probe *probe, unsigned ch
     gf_backend_kind backend = r->job->backend;
     if (backend == GF_BACKEND_AUTO)
         backend = r->use_gpu ? GF_BACKEND_CUDA : GF_BACKEND_CPU;
-    if (!gf_stream_wanted(r->job, backend, probe, data, size))
-        return 0;
+    if (!gf_stream_wanted(r->job, backend, probe, data, size)) {
+        if (!gf_decode_ahead_wanted(r->job, backend, probe, data, size))
+            return 0;
+        r->ahead = 1;
+    }
     r->stream_data = data;
     r->stream_size = size;
     r->probe = *probe;
@@ -135,6 +140,16 @@ const unsigned char *gf_route_stream_input(const gf_route *r, size_t *size)
 {
     *size = r->stream_size;
     return r->stream_data;
+}
+
+int gf_route_decodes_ahead(const gf_route *r)
+{
+    return r->ahead;
+}
+
+gf_decode_ahead *gf_route_decode_ahead(gf_route *r)
+{
+    return gf_decode_ahead_start(r->stream_data, r->stream_size, &r->probe, r->name);
 }
 
 gf_image *gf_route_decode_whole(gf_route *r)
