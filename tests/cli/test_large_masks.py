@@ -80,6 +80,8 @@ LARGE_CASES = [
     ("129x65", "box", (517, 70), 4),       # the width no multiple of 4: a pixel's loads
     ("75x75", "box", (400, 50), 3),        # three words for four RGB pixels
     ("64x64", "box", (256, 48), 4),        # even scale on RGBA: halves round to even
+    ("41x201", "box", (90, 520), 1),       # GPU: chunks start from band sums (100 rows a band)
+    ("9x164", "box", (33, 700), 3),        # bands of 81 rows and one row past them, even height
     ("41x37", "box-scaled", (300, 50), 4),  # weight 2, scale, offset: finished in double
 ]
 
