@@ -743,29 +743,27 @@ cudaError_t launch_separable(const conv2d_large_launch *p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-const void *box_kernel(int channels, int filtered)
+/* A box launch's kernels for C channels, the first F filtered. */
+struct box_kernels {
+    const void *fused, *bands;
+};
+
+template <int C, int F>
+box_kernels box_kernels_of()
 {
-    switch (channels * 8 + filtered) {
-    case 1 * 8 + 1: return (const void *)box_fused<1, 1>;
-    case 2 * 8 + 1: return (const void *)box_fused<2, 1>;
-    case 2 * 8 + 2: return (const void *)box_fused<2, 2>;
-    case 3 * 8 + 3: return (const void *)box_fused<3, 3>;
-    case 4 * 8 + 3: return (const void *)box_fused<4, 3>;
-    case 4 * 8 + 4: return (const void *)box_fused<4, 4>;
-    default: return nullptr;
-    }
+    return {(const void *)box_fused<C, F>, (const void *)box_band_sums<C, F>};
 }
 
-const void *box_bands_kernel(int channels, int filtered)
+box_kernels box_kernels_for(int channels, int filtered)
 {
     switch (channels * 8 + filtered) {
-    case 1 * 8 + 1: return (const void *)box_band_sums<1, 1>;
-    case 2 * 8 + 1: return (const void *)box_band_sums<2, 1>;
-    case 2 * 8 + 2: return (const void *)box_band_sums<2, 2>;
-    case 3 * 8 + 3: return (const void *)box_band_sums<3, 3>;
-    case 4 * 8 + 3: return (const void *)box_band_sums<4, 3>;
-    case 4 * 8 + 4: return (const void *)box_band_sums<4, 4>;
-    default: return nullptr;
+    case 1 * 8 + 1: return box_kernels_of<1, 1>();
+    case 2 * 8 + 1: return box_kernels_of<2, 1>();
+    case 2 * 8 + 2: return box_kernels_of<2, 2>();
+    case 3 * 8 + 3: return box_kernels_of<3, 3>();
+    case 4 * 8 + 3: return box_kernels_of<4, 3>();
+    case 4 * 8 + 4: return box_kernels_of<4, 4>();
+    default: return {nullptr, nullptr};
     }
 }
 
@@ -812,7 +810,8 @@ cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
     const bool aligned_loads = p->channels != 2 && p->width % kBoxColumns == 0 &&
                                (uintptr_t)p->src % (p->channels == 4 ? 16 : 4) == 0;
     box_shape b = box_shape_for(p, aligned_loads);
-    const void *kernel = box_kernel(p->channels, p->channels_filtered);
+    const box_kernels kernels = box_kernels_for(p->channels, p->channels_filtered);
+    const void *kernel = kernels.fused;
     if (!kernel)
         return cudaErrorInvalidValue;
     int device = 0, sms = 0, blocks = 0;
@@ -832,8 +831,7 @@ cudaError_t launch_box(const conv2d_large_launch *p, cudaStream_t stream)
         start = {(const uint4 *)p->scratch, (p->mask_height - 1) / band_rows};
         void *band_args[] = {&params, (void *)&band_rows, &start.bands};
         const dim3 grid(blocks_for(p->width, 256), box_band_count(p, band_rows));
-        if ((err = cudaLaunchKernel(box_bands_kernel(p->channels, p->channels_filtered), grid, dim3(256),
-                                    band_args, 0, stream)) != cudaSuccess)
+        if ((err = cudaLaunchKernel(kernels.bands, grid, dim3(256), band_args, 0, stream)) != cudaSuccess)
             return err;
         b.chunk_h = band_rows;
     } else {
