@@ -134,10 +134,32 @@ static int run_on_gpu_codecs(const gf_job *j)
     return failed ? GF_EXIT_FILE : EXIT_SUCCESS;
 }
 
+/* The pipeline on img; with 'ahead', img still being decoded by it
+ * (decode_ahead.h), which this finishes once the pipeline has read every
+ * row: -4 when that decode failed. Else gf_pipeline_run's status. */
+static int run_pipeline(const gf_job *j, gf_backend *backend, gf_image *img,
+                        gf_channel_stats *stats, gf_pipeline_times *times,
+                        gf_decode_ahead *ahead, double *decode_ms)
+{
+    if (ahead) {
+        const gf_rows_ready rows = gf_decode_ahead_rows(ahead);
+        gf_backend_cpu_rows_ahead(backend, &rows);
+    }
+    int status = gf_pipeline_run(&j->pipeline, backend, img, stats,
+                                 j->output != NULL || j->verify, times);
+    if (ahead) {
+        gf_backend_cpu_rows_ahead(backend, NULL);
+        const int decoded = gf_decode_ahead_finish(ahead, decode_ms);
+        if (decoded < 0)  /* -2, past --decode-timeout: its error set */
+            status = decoded == -1 ? -4 : -1;
+    }
+    return status;
+}
+
 /* The decoded image through the pipeline on backend, then saved (or its
  * statistics printed); takes img. With 'ahead', img is still being
- * decoded by it (decode_ahead.h), which this finishes before the save:
- * GF_STREAM_DECLINED, nothing written or said, when that decode failed. */
+ * decoded by it (decode_ahead.h): GF_STREAM_DECLINED, nothing written or
+ * said, when that decode failed. */
 static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, double decode_ms,
                            gf_decode_ahead *ahead)
 {
@@ -160,31 +182,13 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
                      j->stats && !stats ? "the statistics" : "--verify's copy");
         if (ahead)  /* its thread writes into img until it ends */
             gf_decode_ahead_finish(ahead, NULL);
-        ahead = NULL;
         gf_image_free(img);
         img = NULL;
     }
     if (img) {
-        if (ahead) {
-            const gf_rows_ready rows = gf_decode_ahead_rows(ahead);
-            gf_backend_cpu_rows_ahead(backend, &rows);
-        }
-        int run_status = gf_pipeline_run(&j->pipeline, backend, img, j->stats ? stats : NULL,
-                                         j->output != NULL || j->verify, &times);
+        int run_status = run_pipeline(j, backend, img, j->stats ? stats : NULL, &times, ahead,
+                                      &decode_ms);
         t2 = gf_now_ms();
-        if (ahead) {  /* every row read by now, unless the decode failed */
-            gf_backend_cpu_rows_ahead(backend, NULL);
-            const int decoded = gf_decode_ahead_finish(ahead, &decode_ms);
-            ahead = NULL;
-            if (decoded == -1) {
-                free(stats);
-                gf_image_free(reference);
-                gf_image_free(img);
-                return GF_STREAM_DECLINED;
-            }
-            if (decoded == -2)
-                run_status = -1;
-        }
         if (run_status == -1)
             gf_error_name_file(j->input);
         if (run_status == 0 && reference && verify_result(j, reference, img, backend->name) < 0)
@@ -198,10 +202,12 @@ static int filter_and_save(const gf_job *j, gf_image *img, gf_backend *backend, 
             status = EXIT_SUCCESS;
         else if (run_status == -2)
             status = GF_EXIT_USAGE;
+        else if (run_status == -4)
+            status = GF_STREAM_DECLINED;
     }
-    if (status != EXIT_SUCCESS)
+    if (status != EXIT_SUCCESS && status != GF_STREAM_DECLINED)
         fprintf(stderr, "%s\n", gf_error());
-    else if (j->verbose)
+    else if (status == EXIT_SUCCESS && j->verbose)
         fprintf(stderr, "gpufilter: %s %dx%dx%d%s on %s: decode %.1f ms%s, upload %.1f ms, filter %.1f ms, "
                 "download %.1f ms, encode %.1f ms\n", j->input, img->width, img->height,
                 img->channels, img->depth == 16 ? " 16-bit" : "", backend->name, decode_ms,
