@@ -31,8 +31,8 @@ int gf_decode_ahead_wanted(const gf_job *job, gf_backend_kind backend, const gf_
 {
     return job->output && !job->verify && !job->gray && job->depth != 16 && probe->depth == 8 &&
            backend == GF_BACKEND_CPU && job->pipeline.count > 0 &&
-           job->pipeline.ops[0].kind == GF_OP_CONVOLVE && size >= 3 && data[0] == 0xFF &&
-           data[1] == 0xD8 && data[2] == 0xFF && probe->orientation <= GF_ORIENTATION_STORED &&
+           job->pipeline.ops[0].kind == GF_OP_CONVOLVE && gf_jpeg_starts(data, size) &&
+           probe->orientation <= GF_ORIENTATION_STORED &&
            gf_jpeg_rows_available();
 }
 

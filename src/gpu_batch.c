@@ -341,8 +341,7 @@ static void *writer_main(void *arg)
 
 int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_probe *probe)
 {
-    return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF &&
-           probe->channels == 3 && !probe->jpeg_undefined_tables &&
+    return gf_jpeg_starts(data, size) && probe->channels == 3 && !probe->jpeg_undefined_tables &&
            probe->orientation <= GF_ORIENTATION_STORED && gf_jpeg_rows_sound(data, size) != 0;
 }
 

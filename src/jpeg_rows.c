@@ -6,6 +6,11 @@
 
 #include <stdlib.h>
 
+int gf_jpeg_starts(const unsigned char *data, size_t size)
+{
+    return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
 #ifdef GF_HAVE_JPEGLIB
 #include <setjmp.h>
 #include <stdio.h>  /* jpeglib.h uses FILE */

@@ -11,6 +11,8 @@ typedef struct gf_jpeg_rows gf_jpeg_rows;
 
 /* 1 when this build has the scanline decoder. */
 int gf_jpeg_rows_available(void);
+/* Whether data begins as a JPEG does: SOI, then a marker. */
+int gf_jpeg_starts(const unsigned char *data, size_t size);
 /* A decoder of data (kept, not copied, until close), or NULL when this
  * build lacks it or the file is not one it streams: a sequential (not
  * progressive), 8-bit, 1- or 3-component JPEG in gray, YCbCr or RGB; the

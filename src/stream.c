@@ -38,11 +38,6 @@ static int forced_band_rows(void)
     return text && *text && !*end && v > 0 && v < (1 << 20) ? (int)v : 0;
 }
 
-static int is_jpeg(const unsigned char *data, size_t size)
-{
-    return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
-}
-
 int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_probe *probe,
                      const unsigned char *data, size_t size)
 {
@@ -50,7 +45,7 @@ int gf_stream_wanted(const gf_job *job, gf_backend_kind backend, const gf_image_
     if (!job->output || job->format != GF_FORMAT_JPEG || job->stats || job->verify ||
         job->depth == 16 || probe->depth == 16 ||
         (backend != GF_BACKEND_CPU && backend != GF_BACKEND_REFERENCE) ||
-        job->pipeline.border == GF_BORDER_WRAP || !is_jpeg(data, size) ||
+        job->pipeline.border == GF_BORDER_WRAP || !gf_jpeg_starts(data, size) ||
         probe->orientation > GF_ORIENTATION_STORED || !gf_jpeg_rows_available())
         return 0;
     for (int i = 0; i < job->pipeline.count; i++)
