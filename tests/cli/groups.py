@@ -89,6 +89,8 @@ class Groups:
         self.gf = gf
         self.seed = seed
         self.root = Path(root)
+        self.members = {}  # (module, function, group) -> its collected tests, in order
+        self.stats = {}    # a batch's stdout file -> {input file: its --stats=json document}
 
     def run(self, request, make, args, backends=None, write=write_png, suffix=".png",
             out_suffix=None, tag="", chain=None):
@@ -102,9 +104,12 @@ class Groups:
         me = request.node
         name = group_name(me)
         assert name is not None, f"{me.nodeid}: a grouped test needs the mark batch_group"
-        members = [stable_nodeid(item.nodeid) for item in request.session.items
-                   if getattr(item, "originalname", None) == me.originalname
-                   and item.module is me.module and group_name(item) == name]
+        key = (me.module.__name__, me.originalname, name)
+        if key not in self.members:
+            self.members[key] = [item for item in request.session.items
+                                 if getattr(item, "originalname", None) == me.originalname
+                                 and item.module is me.module and group_name(item) == name]
+        members = self.members[key]
         backends = backends or (self.gf.backend,)
         base = f"{me.module.__name__}.{me.originalname}.{name}".replace("/", "_")
         folder = self.root / f"{base}{tag}"
@@ -115,27 +120,27 @@ class Groups:
                 pytest.fail(failed.read_text(), pytrace=False)
             if not (folder / "done").exists():
                 before = None if chain is None else self.root / f"{base}{chain}"
-                self._build(request, folder, members, make, args, backends, write, suffix, before)
-        index = members.index(stable_nodeid(me.nodeid))
+                self._build(folder, members, make, args, backends, write, suffix, before)
+        index = next(i for i, item in enumerate(members) if item is me)
         member = Member(folder / f"{index}{suffix}")
         for backend in backends:
             member.outputs[backend] = folder / backend / f"{index}{out_suffix or suffix}"
             out = folder / f"{backend}.out"
             if out.exists():
-                docs = split_json_documents(out.read_text())
-                member.stats[backend] = next(d for d in docs if d["file"] == str(member.source))
+                if out not in self.stats:
+                    self.stats[out] = {d["file"]: d for d in split_json_documents(out.read_text())}
+                member.stats[backend] = self.stats[out][str(member.source)]
         return member
 
-    def _build(self, request, folder, members, make, args, backends, write, suffix, before):
-        by_id = {stable_nodeid(item.nodeid): item for item in request.session.items}
+    def _build(self, folder, members, make, args, backends, write, suffix, before):
         sources = []
-        for index, nodeid in enumerate(members):
+        for index, item in enumerate(members):
             source = folder / f"{index}{suffix}"
             if before is not None:
                 (backend,) = backends
                 sources.append(shutil.copyfile(before / backend / source.name, source))
                 continue
-            img = make(member_rng(self.seed, nodeid), **by_id[nodeid].callspec.params)
+            img = make(member_rng(self.seed, stable_nodeid(item.nodeid)), **item.callspec.params)
             sources.append(write(source, img))
         stats = any(str(a).startswith("--stats=json") for a in args)
         for backend in backends:
