@@ -4,9 +4,11 @@
 #
 #   bash bench/cost_model.sh            # BIN=build/gpufilter, R=3 runs each (median)
 #
-# CPU rates come from `--backend cpu -j 1` (one core: the model divides by
-# the cores) on a 4000x3000 RGB image, per mask, as values x taps / filter
-# time, the taps counted as the model counts them; the GPU's start, copy
+# CPU rates come from `--backend cpu` on all the cores (CORES, default
+# nproc) on a 4000x3000 RGB image, per mask, as a core's share: filter time
+# x cores / values (the model divides by the cores again, so the rates
+# carry how far the cores scale: hyperthreads, shared memory bandwidth),
+# the taps counted as the model counts them; the GPU's start, copy
 # rate and kernel time from `--backend cuda` (skipped without a GPU); the
 # decode rates from the same calls. Prints one row per measurement, then the
 # block of #defines to put in cost_model.c.
@@ -40,6 +42,7 @@ with open(f"{out}/frac7.mask", "w") as f:  # fractional: the double path
         f.write(" ".join(map(str, row)) + "\n")
 EOF
 VALUES=$((4000 * 3000 * 3))
+CORES=${CORES:-$(nproc)}
 
 # median of R runs of one stage's ms from the -v line
 stage_ms() {  # stage, args...
@@ -50,18 +53,22 @@ stage_ms() {  # stage, args...
 }
 
 printf '%-34s %10s %14s\n' "measurement" "ms" "rate"
-# one core: ms and the taps a value its path costs (from the -v line)
+# all cores: ms and the taps a value its path costs (from the -v line)
 : > "$DIR/cpu_rows"
-for spec in "sobel 2" "gaussian5 1" "$DIR/box31.mask 1" "$DIR/int15.mask 1" "$DIR/frac7.mask 1"; do
+for spec in "sobel 2" "gaussian5 1" "$DIR/box31.mask 1" "$DIR/int15.mask 1" "$DIR/frac7.mask 1" \
+            "gaussian:sigma=100 1"; do
     set -- $spec
-    ms=$(stage_ms filter --backend cpu -j 1 -m "$1" "$DIR/in.png" "$DIR/out.png")
-    line=$("$BIN" -v --force --backend cpu -j 1 -m "$1" "$DIR/in.png" "$DIR/out.png" 2>&1 | grep "gpufilter: cpu: ")
+    ms=$(stage_ms filter --backend cpu -j "$CORES" -m "$1" "$DIR/in.png" "$DIR/out.png")
+    line=$("$BIN" -v --force --backend cpu -j "$CORES" -m "$1" "$DIR/in.png" "$DIR/out.png" 2>&1 | grep "gpufilter: cpu: ")
     taps=$(echo "$line" | grep -o "([0-9]* taps" | tr -dc 0-9)
-    path=$(echo "$line" | grep -q "double sums" && echo double || echo integer)
-    printf '%-34s %10s %14s\n' "cpu -j 1 $(basename "$1") ($path, $taps taps)" "$ms" \
-        "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
+    path=integer
+    echo "$line" | grep -q "double sums" && path=double
+    echo "$line" | grep -q "separable float sums" && path=float
+    printf '%-34s %10s %14s\n' "cpu -j $CORES $(basename "$1") ($path, $taps taps)" "$ms" \
+        "$(awk -v ms="$ms" -v v=$VALUES -v n="$CORES" 'BEGIN {printf "%.2f", ms * 1e6 * n / v}') ns/value"
     echo "$path $2 $taps $ms" >> "$DIR/cpu_rows"
 done
+# a tone operation runs on one thread (the model does not divide it)
 ms=$(stage_ms filter --backend cpu -j 1 --equalize "$DIR/in.png" "$DIR/out.png")
 printf '%-34s %10s %14s\n' "cpu -j 1 --equalize" "$ms" "$(awk -v ms="$ms" -v v=$VALUES 'BEGIN {printf "%.2f", ms * 1e6 / v}') ns/value"
 for f in in.png in.jpg; do
@@ -85,12 +92,14 @@ echo
 # the model's CPU constants: value and tap by least squares over the
 # one-matrix integer rows; a further matrix's cost from the rows with more
 # (sobel's pair, finished in floats, can cost less a value than one
-# matrix: then 0); the double path's tap from the fractional mask
-"$PYTHON" - "$DIR/cpu_rows" "$VALUES" <<'EOF'
+# matrix: then 0); the double path's tap from the fractional mask, the
+# float 1-D passes' from the gaussian of sigma 100 (near where the routes
+# cross for a 12 Mpx JPEG)
+"$PYTHON" - "$DIR/cpu_rows" "$VALUES" "$CORES" <<'EOF'
 import sys
 import numpy as np
 rows = [line.split() for line in open(sys.argv[1])]
-values = float(sys.argv[2])
+values = float(sys.argv[2]) / float(sys.argv[3])  # a core's share
 ints = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "integer"]
 one = [(t, ns) for m, t, ns in ints if m == 1]
 a = np.array([[1.0, t] for t, _ in one])
@@ -99,8 +108,11 @@ more = [(ns - value_ns - tap_ns * t) / (m - 1) for m, t, ns in ints if m > 1]
 matrix_ns = max(0.0, float(np.mean(more))) if more else 0.0
 doubles = [(float(m), float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "double"]
 double_ns = np.mean([(ns - value_ns - matrix_ns * (m - 1)) / t for m, t, ns in doubles])
+floats = [(float(t), float(ms) * 1e6 / values) for p, m, t, ms in rows if p == "float"]
+float_ns = np.mean([(ns - value_ns) / t for t, ns in floats])
 print(f"#define CPU_VALUE_NS {value_ns:.2f}\n#define CPU_MATRIX_NS {matrix_ns:.2f}\n"
-      f"#define CPU_TAP_NS {tap_ns:.3f}\n#define CPU_DOUBLE_TAP_NS {double_ns:.3f}")
+      f"#define CPU_TAP_NS {tap_ns:.3f}\n#define CPU_DOUBLE_TAP_NS {double_ns:.3f}\n"
+      f"#define CPU_FLOAT_TAP_NS {float_ns:.3f}")
 EOF
-echo "(from $(nproc) cores of: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+echo "(the CPU rows on $CORES of $(nproc) cores of: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
 rm -f "$DIR/cpu_rows"

@@ -2,36 +2,39 @@
  *
  * Constants: bench/cost_model.sh measures them (it prints the CPU block),
  * here on the H200 host (16 Xeon cores): the machines where the choice
- * matters are those with a GPU. The development machine's EPYC core is
- * faster per value (bench/RESULTS.md); there the model overestimates the
- * CPU, and takes the GPU a little sooner.
+ * matters are those with a GPU. The CPU's are a core's share of a run on
+ * all 16 (filter time x cores / values), so they carry how far those cores
+ * scale; on a machine with fewer, faster cores (the development machine's)
+ * the model overestimates the CPU, and takes the GPU a little sooner.
  */
 #include "cost_model.h"
 
 #include "cpu_conv.h"
 
-/* CPU, one core: a value of a convolution costs VALUE (its first matrix
- * included) + MATRIX per further matrix + TAP per multiply-add of its path
- * (cpu_conv.h), DOUBLE_TAP on the double path. A further matrix costs
- * nothing measurable: sobel's pair, finished in floats, costs less a
- * value than gaussian5's one matrix. */
-#define CPU_VALUE_NS 2.61
+/* CPU, a core's share: a value of a convolution costs VALUE (its first
+ * matrix included) + MATRIX per further matrix + TAP per multiply-add of
+ * its path (cpu_conv.h), DOUBLE_TAP on the double path, FLOAT_TAP on the
+ * float 1-D passes of a large factored mask. A further matrix costs
+ * nothing measurable: sobel's pair, finished in floats, costs less a value
+ * than gaussian5's one matrix. */
+#define CPU_VALUE_NS 6.08
 #define CPU_MATRIX_NS 0.0
-#define CPU_TAP_NS 0.127
-#define CPU_DOUBLE_TAP_NS 0.246
-#define CPU_TONE_NS 3.3            /* a tone operation, one thread, per value */
+#define CPU_TAP_NS 0.256
+#define CPU_DOUBLE_TAP_NS 0.501
+#define CPU_FLOAT_TAP_NS 0.103
+#define CPU_TONE_NS 4.7            /* a tone operation, one thread, per value */
 #define CPU_CLAHE_NS 9.0           /* --clahe, one thread, per value (6 to 12 measured), host on every backend */
 #define HOST_DIFFUSE_NS 15.0       /* a diffusion iteration, one thread, per value (pm-exp) */
 /* GPU */
-#define GPU_START_MS 229.0         /* cuInit, the primary context, buffers (beside the decode) */
-#define GPU_FIRST_LAUNCH_MS 80.0   /* the kernels' module, loaded at the first launch */
-#define GPU_UPLOAD_BYTES_PER_NS 6.1   /* pageable host memory */
-#define GPU_DOWNLOAD_BYTES_PER_NS 10.6
+#define GPU_START_MS 236.0         /* cuInit, the primary context, buffers (beside the decode) */
+#define GPU_FIRST_LAUNCH_MS 115.0  /* the kernels' module, loaded at the first launch */
+#define GPU_UPLOAD_BYTES_PER_NS 7.1   /* pageable host memory */
+#define GPU_DOWNLOAD_BYTES_PER_NS 10.0
 #define GPU_BYTES_PER_NS 1500.0    /* a kernel pass, read and write */
 /* decoding, per value: JPEG on one core, PNG's rows unfiltered on the
  * host's cores (fewer cores: a longer decode, more of the start hidden) */
-#define DECODE_PNG_NS 1.9
-#define DECODE_JPEG_NS 1.4
+#define DECODE_PNG_NS 2.3
+#define DECODE_JPEG_NS 1.7
 #define DECODE_OTHER_NS 2.0
 
 /* Nanoseconds a value of this mask costs one core. */
@@ -39,22 +42,27 @@ static double mask_ns(const gf_mask *mask)
 {
     int taps = 0;
     const gf_cpu_path path = gf_cpu_conv_path(mask, &taps);
-    return CPU_VALUE_NS + CPU_MATRIX_NS * (mask->count - 1) +
-           taps * (path == GF_CPU_DOUBLE ? CPU_DOUBLE_TAP_NS : CPU_TAP_NS);
+    const double tap_ns = path == GF_CPU_DOUBLE           ? CPU_DOUBLE_TAP_NS
+                          : path == GF_CPU_SEPARABLE_FLOAT ? CPU_FLOAT_TAP_NS
+                                                           : CPU_TAP_NS;
+    return CPU_VALUE_NS + CPU_MATRIX_NS * (mask->count - 1) + taps * tap_ns;
 }
 
 void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, int channels,
-                           double decode_ms, int cores, gf_cost_estimate *e)
+                           double decode_ms, int cpu_beside_decode, int cores, gf_cost_estimate *e)
 {
     const double values = (double)width * height * channels;
-    double cpu_ns = 0.0, gpu_passes = 0.0, host_ns = 0.0, host_trips = 0.0;
+    double cpu_ns = 0.0, gpu_passes = 0.0, host_ns = 0.0, host_trips = 0.0, first_ns = 0.0;
     for (int i = 0; i < pipeline->count; i++) {
         const gf_op *op = &pipeline->ops[i];
         if (op->kind == GF_OP_DIFFUSE) {  /* on the host on either route: the GPU copies too */
             host_ns += values * op->diffuse.iterations * HOST_DIFFUSE_NS / cores;
             host_trips += 1.0;
         } else if (op->kind == GF_OP_CONVOLVE) {
-            cpu_ns += values * mask_ns(op->mask) / cores;
+            const double ns = values * mask_ns(op->mask) / cores;
+            if (i == 0)
+                first_ns = ns;
+            cpu_ns += ns;
             gpu_passes += 1.0;
         } else if (op->kind == GF_OP_CLAHE) {
             /* the host's work either way; the GPU adds a copy there and back */
@@ -67,7 +75,9 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
     }
     *e = (gf_cost_estimate){0};
     e->cores = cores;
-    e->cpu_ms = (cpu_ns + host_ns) / 1e6;
+    if (cpu_beside_decode)  /* the first convolution waits at most for the decode's rows */
+        e->cpu_hidden_ms = decode_ms < first_ns / 1e6 ? decode_ms : first_ns / 1e6;
+    e->cpu_ms = (cpu_ns + host_ns) / 1e6 - e->cpu_hidden_ms;
     e->start_ms = GPU_START_MS;
     e->hidden_ms = decode_ms < GPU_START_MS ? decode_ms : GPU_START_MS;
     e->copy_ms = (1.0 + host_trips) *
@@ -91,9 +101,12 @@ double gf_cost_decode_ms(const unsigned char *data, size_t size, int width, int 
 
 void gf_cost_explain(FILE *out, const gf_cost_estimate *e)
 {
-    fprintf(out, "gpufilter: auto: the %s (estimates: cpu %.1f ms on %d cores; gpu %.1f ms = "
+    char beside[64] = "";
+    if (e->cpu_hidden_ms > 0.0)
+        snprintf(beside, sizeof beside, " (%.0f ms more beside the decode)", e->cpu_hidden_ms);
+    fprintf(out, "gpufilter: auto: the %s (estimates: cpu %.1f ms on %d cores%s; gpu %.1f ms = "
             "start %.0f ms - %.0f ms hidden by the decode + copies %.1f ms + kernels %.1f ms, their "
             "load at the first launch included)\n",
-            e->use_gpu ? "GPU" : "CPU", e->cpu_ms, e->cores, e->gpu_ms, e->start_ms, e->hidden_ms,
-            e->copy_ms, e->kernel_ms);
+            e->use_gpu ? "GPU" : "CPU", e->cpu_ms, e->cores, beside, e->gpu_ms, e->start_ms,
+            e->hidden_ms, e->copy_ms, e->kernel_ms);
 }

@@ -4,8 +4,9 @@
  * operation, by the CPU path cpu_conv.c takes), the cores, and the GPU's
  * fixed costs: starting the driver (hidden behind the decode, which runs
  * beside it), loading the kernels at the first launch, copying the image
- * there and back. The constants are measured
- * by bench/cost_model.sh; the machine they come from is named in
+ * there and back. The CPU route hides the decode behind its first
+ * convolution where it decodes ahead or streams. The constants are
+ * measured by bench/cost_model.sh; the machine they come from is named in
  * cost_model.c. */
 #ifndef GF_COST_MODEL_H
 #define GF_COST_MODEL_H
@@ -15,7 +16,8 @@
 #include "pipeline.h"
 
 typedef struct {
-    double cpu_ms;         /* the operations on the CPU's cores */
+    double cpu_ms;         /* the operations on the CPU's cores, after the decode */
+    double cpu_hidden_ms;  /* the part of them that runs beside the decode */
     double gpu_ms;         /* what is left of the start, copies, kernels */
     double start_ms;       /* the driver's start ... */
     double hidden_ms;      /* ... the part of it the decode hides */
@@ -24,9 +26,12 @@ typedef struct {
     int use_gpu;
 } gf_cost_estimate;
 
-/* decode_ms: the estimated decode of the input (gf_cost_decode_ms). */
+/* decode_ms: the estimated decode of the input (gf_cost_decode_ms);
+ * cpu_beside_decode: the CPU route filters while it decodes (decode_ahead.h,
+ * stream.h), so its first convolution hides up to the decode. */
 void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, int channels,
-                           double decode_ms, int cores, gf_cost_estimate *estimate);
+                           double decode_ms, int cpu_beside_decode, int cores,
+                           gf_cost_estimate *estimate);
 /* The decode's estimate from the file's first bytes and the image's size. */
 double gf_cost_decode_ms(const unsigned char *data, size_t size, int width, int height,
                          int channels);

@@ -107,8 +107,11 @@ static int decide(const gf_image_probe *probe, unsigned char *data, size_t size,
                                                                : probe->channels;
     const double decode_ms = gf_cost_decode_ms(data, size, probe->width, probe->height,
                                                probe->channels);
+    const int cpu_beside_decode =
+        gf_stream_wanted(r->job, GF_BACKEND_CPU, probe, data, size) ||
+        gf_decode_ahead_wanted(r->job, GF_BACKEND_CPU, probe, data, size);
     gf_cost_estimate_call(&r->job->pipeline, probe->width, probe->height, channels, decode_ms,
-                          gf_image_threads(), &r->estimate);
+                          cpu_beside_decode, gf_image_threads(), &r->estimate);
     r->decided = 1;
     r->use_gpu = r->estimate.use_gpu;
     if (r->use_gpu)

@@ -191,6 +191,34 @@ def test_small_work_never_loads_the_driver(gf, tmp_path, rng, fake_driver, size,
     assert "on cpu:" in err
 
 
+def cpu_estimate(err):
+    """The CPU's estimate and the part of its work beside the decode, from -v."""
+    m = re.search(r"estimates: cpu ([0-9.]+) ms on 1 cores(?: \(([0-9]+) ms more beside the decode\))?;", err)
+    assert m, err
+    return float(m.group(1)), float(m.group(2) or 0)
+
+
+def test_estimate_leaves_out_the_decode_the_cpu_hides(gf, tmp_path, rng, fake_driver):
+    """On a JPEG whose first operation is a convolution, the CPU filters
+    beside the decode: its estimate is the PNG's less the hidden part. Not
+    with --gray (decoded whole) or from a PNG."""
+    from PIL import Image
+    env, log = fake_driver
+    img = random_image(rng, 1000, 800, 3)
+    jpg = tmp_path / "in.jpg"
+    Image.fromarray(img).save(jpg, quality=90)
+    png = write_png(tmp_path / "in.png", img)
+    runs = {}
+    for name, src, extra in [("jpeg", jpg, []), ("png", png, []), ("gray", jpg, ["--gray"])]:
+        rc, err = run_pinned(gf, env, "-v", *extra, "-m", "gaussian:sigma=10", src, tmp_path / "o.png")
+        assert rc == 0 and "auto: the CPU" in err, err
+        runs[name] = cpu_estimate(err)
+    (jpeg_ms, hidden), (png_ms, png_hidden), (_, gray_hidden) = runs["jpeg"], runs["png"], runs["gray"]
+    assert hidden > 0 and png_hidden == 0 and gray_hidden == 0, runs
+    assert abs(jpeg_ms + hidden - png_ms) <= 1.0, runs
+    assert not log.exists()
+
+
 def test_large_work_tries_the_gpu_then_runs_on_the_cpu(gf, tmp_path, rng, fake_driver):
     """Work the model gives to the GPU starts it (beside the decode); with no
     usable GPU the CPU takes the job, and says why under -v."""
