@@ -37,7 +37,7 @@
 #define DECODE_JPEG_NS 1.7
 #define DECODE_OTHER_NS 2.0
 
-/* Nanoseconds a value of this mask costs one core. */
+/* Nanoseconds a value of this mask costs, as a core's share. */
 static double mask_ns(const gf_mask *mask)
 {
     int taps = 0;
