@@ -99,9 +99,13 @@ HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # (compiling conv2d.cu, every conv2d kernel, takes minutes; conv2d_plan.cu,
 # their host-side planning, seconds).
 KERNEL_BUILD = build
-KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o conv2d_large.o depth16.o clahe_gpu.o diffuse_gpu.o histogram.o reduce.o scan.o lut.o)
+KERNEL_OBJ = $(addprefix $(KERNEL_BUILD)/obj/,conv2d.o $(CONV2D_SETS) conv2d_plan.o conv2d_query.o conv2d_paths.o conv2d_weights.o conv2d_large.o depth16.o clahe_gpu.o diffuse_gpu.o histogram.o reduce.o scan.o lut.o)
 # the conv2d family headers (kernels/conv2d_*.cuh) the conv2d objects include
 CONV2D_HEADERS = $(wildcard kernels/conv2d_*.cuh)
+# the kernels' table in sets, each a module of its own (kernels/conv2d_variants.cuh),
+# compressed for size where nvcc can (it leaves modules under ~10 MB as they are)
+CONV2D_SETS = $(addprefix conv2d_set_,v23.o gray.o gray_large.o rgb.o rgba.o rgba_large.o)
+NVCC_COMPRESS := $(shell $(NVCC) --help 2>/dev/null | grep -q -- '--compress-mode' && echo -compress-mode=size)
 UNIT_TESTS = $(BUILD)/test_mask $(BUILD)/test_image $(BUILD)/test_exif $(BUILD)/test_depth16
 # the host code and kernels without main(), for the tools and checks that link them
 LIB_OBJ    = $(filter-out $(BUILD)/obj/main.o,$(HOST_OBJ)) $(KERNEL_OBJ)
@@ -159,11 +163,12 @@ $(KERNEL_BUILD)/obj/%.o: kernels/%.cu kernels/kernels.h src/border.h src/mask.h 
 	$(NVCC) $(NVCCFLAGS) -Ikernels -c -o $@ $<
 
 $(KERNEL_BUILD)/obj/conv2d_large.o: kernels/conv2d_large.h
+$(addprefix $(KERNEL_BUILD)/obj/,$(CONV2D_SETS)): NVCCFLAGS += $(NVCC_COMPRESS)
 $(KERNEL_BUILD)/obj/depth16.o: kernels/depth16.h
 $(KERNEL_BUILD)/obj/clahe_gpu.o: kernels/clahe_gpu.h
 $(KERNEL_BUILD)/obj/diffuse_gpu.o: kernels/diffuse_gpu.h src/diffuse.h src/image.h
 $(addprefix $(KERNEL_BUILD)/obj/,histogram.o lut.o reduce.o scan.o depth16.o clahe_gpu.o): src/tone.h
-$(KERNEL_BUILD)/obj/conv2d.o $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
+$(KERNEL_BUILD)/obj/conv2d.o $(addprefix $(KERNEL_BUILD)/obj/,$(CONV2D_SETS)) $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o $(KERNEL_BUILD)/obj/conv2d_weights.o: $(CONV2D_HEADERS)
 $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_weights.o: kernels/conv2d_weights.h
 $(KERNEL_BUILD)/obj/conv2d_plan.o $(KERNEL_BUILD)/obj/conv2d_query.o $(KERNEL_BUILD)/obj/conv2d_paths.o: kernels/conv2d_planner.h
 

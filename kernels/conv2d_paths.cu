@@ -58,8 +58,10 @@ extern "C" int conv2d_path_describe(int i, conv2d_path_info *info)
     info->name = path.name;
     info->weights = path.weights;
     memset(info->sizes, 0, sizeof info->sizes);
-    for (int k = 0; k < conv2d_variant_count; k++) {
-        const conv2d_variant &v = conv2d_variants[k];
+    int count = 0;
+    const conv2d_variant *variants = conv2d_variant_table(&count);
+    for (int k = 0; k < count; k++) {
+        const conv2d_variant &v = variants[k];
         if (v.version == 4 && (i == 0 ? conv2d_gradient4(v.ws) : v.ws == path.dp) && v.MW == v.MH &&
             (!path.channels || v.C == path.channels))
             info->sizes[(v.C - 1) * 4 + (v.CF - 1)] |= 1u << v.MW;

@@ -1,5 +1,5 @@
 /* conv2d_plan.cu - the planner of the 2-D correlation's versions 2 to 4:
- * for a launch, the instantiation (conv2d_variants, from conv2d.cu: the
+ * for a launch, the instantiation (conv2d_variant_table, from conv2d.cu: the
  * only way to the kernels), the block, the shared memory and the grid, and
  * the weights and header the kernel reads (conv2d_make_plan, in steps:
  * pick the variant, lay out the block, fill the header, pack the weights,
@@ -125,8 +125,10 @@ bool conv2d_device_sms(int *dev, int *sms)
 
 const conv2d_variant *conv2d_find(int version, int C, int CF, int K, int M, int ws, unsigned zero, int mode)
 {
-    for (int i = 0; i < conv2d_variant_count; i++) {
-        const conv2d_variant &v = conv2d_variants[i];
+    int count = 0;
+    const conv2d_variant *variants = conv2d_variant_table(&count);
+    for (int i = 0; i < count; i++) {
+        const conv2d_variant &v = variants[i];
         if (v.version == version && v.C == C && v.CF == CF && v.K == K && v.MW == M &&
             v.ws == ws && v.zero == zero && v.mode == mode)
             return &v;

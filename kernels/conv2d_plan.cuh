@@ -1,4 +1,4 @@
-/* conv2d_plan.cuh - what the kernels' table (conv2d.cu) and the planner
+/* conv2d_plan.cuh - what the kernels' table (conv2d_variants.cuh) and the planner
  * (conv2d_plan.cu) share: an instantiation's entry in the table, a plan of
  * one launch, and the launch itself. */
 #ifndef GF_KERNELS_CONV2D_PLAN_CUH
@@ -53,10 +53,15 @@ static cudaError_t conv2d_start(void (*kernel)(A), dim3 grid, dim3 block, size_t
 
 typedef void (*conv2d_entry)(conv2d_launch);
 
-/* The instantiations of versions 2 to 4 (conv2d.cu), the planner's only way
- * to their kernels. */
-extern const conv2d_variant conv2d_variants[];
-extern const int conv2d_variant_count;
+/* One set's entries (conv2d_variants.cuh), the empty ones included. */
+struct conv2d_set {
+    const conv2d_variant *entries;
+    int count;
+};
+
+/* The instantiations of versions 2 to 4, every set's (conv2d.cu): the
+ * planner's only way to their kernels. */
+const conv2d_variant *conv2d_variant_table(int *count);
 
 /* Versions 0 and 1: the kernel for a channel count (conv2d.cu), or NULL. */
 conv2d_entry conv2d_entry_for(int version, int channels);

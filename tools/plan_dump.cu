@@ -33,8 +33,10 @@ extern "C" int plan_dump_queries_fail;
 
 extern "C" int plan_dump_variant_index(const void *entry)
 {
-    for (int i = 0; i < conv2d_variant_count; i++)
-        if (conv2d_variants[i].entry == entry)
+    int count = 0;
+    const conv2d_variant *variants = conv2d_variant_table(&count);
+    for (int i = 0; i < count; i++)
+        if (variants[i].entry == entry)
             return i;
     return -1;
 }
@@ -261,8 +263,9 @@ static int describe(int version, const conv2d_launch *p, char *line, size_t size
     const bool ok = conv2d_make_plan(version, p, &pl, true);
     check_report(version, p, r, path, &pl);
     const unsigned long long bytes = fnv(pl.w, sizeof(float) * pl.nw, fnv(&pl.h, sizeof pl.h));
+    int listed = 0;
     n += snprintf(line + n, size - n, " plan%d v%ld path%d nw%d h%016llx b%ux%ux%u g%ux%u sh%zu", ok,
-                  ok ? (long)(pl.v - conv2d_variants) : -1, pl.path, pl.nw, bytes, pl.block.x, pl.block.y,
+                  ok ? (long)(pl.v - conv2d_variant_table(&listed)) : -1, pl.path, pl.nw, bytes, pl.block.x, pl.block.y,
                   pl.block.z, pl.grid.x, pl.grid.y, pl.shared);
     return n;
 }

@@ -1,0 +1,13 @@
+/* conv2d_set_rgba_large.cu - the kernels' set of version 4, RGBA, masks from 11x11: a module of its own
+ * (conv2d_variants.cuh). */
+#include "conv2d_plan.cuh"
+
+namespace {
+constexpr bool conv2d_set_takes([[maybe_unused]] int version, [[maybe_unused]] int C, [[maybe_unused]] int M)
+{
+    return version == 4 && C == 4 && M >= 11;
+}
+}  /* namespace */
+
+#define CONV2D_SET conv2d_set_rgba_large
+#include "conv2d_variants.cuh"
