@@ -1,9 +1,9 @@
 /* conv2d_variants.cuh - the kernels' table, compiled in sets: each set
  * (a conv2d_set_*.cu) is a translation unit, so its kernels are a module
  * of their own, and a call loads only the modules of the kernels it
- * launches (CUDA's lazy loading loads a whole module at its first launch,
- * about 0.35 ms a kernel on the H200: one module of every kernel cost a
- * call 80-110 ms). Before including this, a set defines
+ * launches. CUDA's lazy loading loads a whole module at its first launch:
+ * one module of all 284 kernels cost a call 98-109 ms on the H200, a set
+ * 22-32 ms (bench/RESULTS.md). Before including this, a set defines
  * conv2d_set_takes(version, C, M) and CONV2D_SET, the name of its
  * conv2d_set; the table itself is conv2d_variant_list.cuh. */
 #ifndef GF_KERNELS_CONV2D_VARIANTS_CUH
