@@ -73,6 +73,18 @@ gf_route *gf_route_begin(const gf_job *job)
     return r;
 }
 
+/* How a call on this backend takes the input instead of decoding it
+ * first: streamed (stream.h), decoded ahead of its filter
+ * (decode_ahead.h), or neither (TAKEN_NOT). */
+enum { TAKEN_NOT, TAKEN_STREAMED, TAKEN_AHEAD };
+static int taken_as(const gf_job *job, gf_backend_kind backend, const gf_image_probe *probe,
+                    const unsigned char *data, size_t size)
+{
+    if (gf_stream_wanted(job, backend, probe, data, size))
+        return TAKEN_STREAMED;
+    return gf_decode_ahead_wanted(job, backend, probe, data, size) ? TAKEN_AHEAD : TAKEN_NOT;
+}
+
 /* Keep the input's bytes for a streamed call, when it streams on the
  * backend the call takes; 1 when they were taken. */
 static int take_for_stream(gf_route *r, const gf_image_probe *probe, unsigned char *data,
@@ -82,11 +94,10 @@ static int take_for_stream(gf_route *r, const gf_image_probe *probe, unsigned ch
     gf_backend_kind backend = r->job->backend;
     if (backend == GF_BACKEND_AUTO)
         backend = r->use_gpu ? GF_BACKEND_CUDA : GF_BACKEND_CPU;
-    if (!gf_stream_wanted(r->job, backend, probe, data, size)) {
-        if (!gf_decode_ahead_wanted(r->job, backend, probe, data, size))
-            return 0;
-        r->ahead = 1;
-    }
+    const int taken = taken_as(r->job, backend, probe, data, size);
+    if (taken == TAKEN_NOT)
+        return 0;
+    r->ahead = taken == TAKEN_AHEAD;
     r->stream_data = data;
     r->stream_size = size;
     r->probe = *probe;
@@ -107,9 +118,7 @@ static int decide(const gf_image_probe *probe, unsigned char *data, size_t size,
                                                                : probe->channels;
     const double decode_ms = gf_cost_decode_ms(data, size, probe->width, probe->height,
                                                probe->channels);
-    const int cpu_beside_decode =
-        gf_stream_wanted(r->job, GF_BACKEND_CPU, probe, data, size) ||
-        gf_decode_ahead_wanted(r->job, GF_BACKEND_CPU, probe, data, size);
+    const int cpu_beside_decode = taken_as(r->job, GF_BACKEND_CPU, probe, data, size) != TAKEN_NOT;
     gf_cost_estimate_call(&r->job->pipeline, probe->width, probe->height, channels, decode_ms,
                           cpu_beside_decode, gf_image_threads(), &r->estimate);
     r->decided = 1;

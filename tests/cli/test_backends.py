@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gftest
-from gftest import random_image, read_png, write_png
+from gftest import random_image, read_png, to_pil, write_png
 
 BORDERS = ["nearest", "constant", "reflect", "mirror", "wrap"]
 
@@ -202,11 +202,10 @@ def test_estimate_leaves_out_the_decode_the_cpu_hides(gf, tmp_path, rng, fake_dr
     """On a JPEG whose first operation is a convolution, the CPU filters
     beside the decode: its estimate is the PNG's less the hidden part. Not
     with --gray (decoded whole) or from a PNG."""
-    from PIL import Image
     env, log = fake_driver
     img = random_image(rng, 1000, 800, 3)
     jpg = tmp_path / "in.jpg"
-    Image.fromarray(img).save(jpg, quality=90)
+    to_pil(img).save(jpg, quality=90)
     png = write_png(tmp_path / "in.png", img)
     runs = {}
     for name, src, extra in [("jpeg", jpg, []), ("png", png, []), ("gray", jpg, ["--gray"])]:
