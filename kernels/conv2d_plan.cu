@@ -451,7 +451,11 @@ static bool conv2d_scan_grid4(const conv2d_launch *p, conv2d_plan *pl, int threa
  * (cudaFuncAttributes' ptxVersion), which also means a device of 8.0 or
  * above. The default build carries Hopper code and compute_75 PTX: an
  * Ampere or Ada GPU compiles the kernels from that PTX at start, without
- * the mma (they would trap), so the path is left to the others there. */
+ * the mma (they would trap), so the path is left to the others there.
+ * Every kernel comes from the same -gencode flags, so the question goes
+ * to the naive gray kernel in conv2d.cu's own small module: asking a
+ * tensor-core kernel would load its whole set (a module loads at its
+ * first use), the gray set for an RGBA call. */
 static bool conv2d_mma_device()
 {
     static thread_local int known_dev = -1;
@@ -463,7 +467,7 @@ static bool conv2d_mma_device()
         return conv2d_query_failed();
     if (dev != known_dev) {
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, conv2d_find(4, 1, 1, 1, kMmaMinMask, kMma4)->entry) != cudaSuccess)
+        if (cudaFuncGetAttributes(&fa, (const void *)conv2d_entry_for(0, 1)) != cudaSuccess)
             return conv2d_query_failed();
         known_dev = dev;
         known_usable = fa.ptxVersion >= 80;
