@@ -92,7 +92,7 @@ NVJPEG_CFLAGS = -DGF_HAVE_NVJPEG -I$(NVJPEG_ROOT)/include \
     -DGF_NVJPEG_LIBDIR='"$(if $(wildcard $(NVJPEG_ROOT)/lib64/libnvjpeg.so*),$(NVJPEG_ROOT)/lib64,$(NVJPEG_ROOT)/lib)"'
 endif
 
-HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cpu_conv_plan.c cost_model.c route.c stream.c decode_ahead.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_diffuse.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c
+HOST_SRC   = util.c image.c exif.c orientation.c decode_checks.c pnm.c image_write.c image_limits.c image_mark.c jpeg_turbo.c jpeg_strips.c jpeg_rows.c png_decode.c png_encode.c zlib_bands.c stb_impl.c mask.c mask_params.c tone_report.c options.c batch.c batch_run.c gpu_batch.c pipeline.c clahe.c diffuse.c diffuse_k.c diffuse_params.c backend_cpu.c cpu_conv.c cpu_conv_plan.c cost_model.c route.c stream.c decode_ahead.c backend_cuda.c cuda_large.c cuda_depth16.c cuda_diffuse.c cuda_fft.c cufft_dl.c tile_rule.c cuda_sweep.c cuda_paths.c cuda_clahe.c nvjpeg_codec.c exit_release.c
 CORE_OBJ   = $(addprefix $(BUILD)/obj/,util.o image.o exif.o orientation.o decode_checks.o pnm.o image_write.o image_limits.o image_mark.o jpeg_turbo.o jpeg_strips.o jpeg_rows.o png_decode.o png_encode.o zlib_bands.o stb_impl.o mask.o mask_params.o builtin_masks.o)
 HOST_OBJ   = $(addprefix $(BUILD)/obj/,$(HOST_SRC:.c=.o) builtin_masks.o)
 # The kernels carry no host sanitizer, so every build shares build/'s

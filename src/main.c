@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "batch.h"
+#include "exit_release.h"
 #include "image.h"
 #include "options.h"
 #include "pipeline.h"
@@ -425,6 +426,7 @@ int main(int argc, char **argv)
         signal(SIGHUP, on_signal);
         status = j.tile_sweep ? run_sweep(&j) : j.batch ? run_batch(&j) : run(&j);
     }
+    FILE *log = j.verbose ? stderr : NULL;
     gf_job_free(&j);
-    return status;
+    return gf_exit_leaving_release(status, log);
 }
