@@ -4,7 +4,8 @@
  * operation, by the CPU path cpu_conv.c takes), the cores, and the GPU's
  * fixed costs: starting the driver (hidden behind the decode, which runs
  * beside it), loading the kernels at the first launch, copying the image
- * there and back. The CPU route hides the decode behind its first
+ * there and back (the driver's release of the context at the exit does
+ * not count: a child process pays it, exit_release.c). The CPU route hides the decode behind its first
  * convolution where it decodes ahead or streams. The constants are
  * measured by bench/cost_model.sh; the machine they come from is named in
  * cost_model.c. */

@@ -346,7 +346,7 @@ int gf_gpu_stage_wants(const unsigned char *data, size_t size, const gf_image_pr
 }
 
 /* The job's operations once on a small image: the kernels' modules load
- * at their first launch (~0.1 s), here while nvJPEG starts (~0.5 s). */
+ * at their first launch (5-20 ms each), here while nvJPEG starts (~0.5 s). */
 static void *warm_kernels(void *arg)
 {
     gpu_thread *t = arg;
