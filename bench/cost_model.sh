@@ -9,7 +9,7 @@
 # x cores / values (the model divides by the cores again, so the rates
 # carry how far the cores scale: hyperthreads, shared memory bandwidth),
 # the taps counted as the model counts them; the GPU's start, copy
-# rate and kernel time from `--backend cuda` (skipped without a GPU); the
+# rate, first launch and exit from `--backend cuda` (skipped without a GPU); the
 # decode rates from the same calls. Prints one row per measurement, then the
 # block of #defines to put in cost_model.c.
 set -euo pipefail
@@ -87,6 +87,20 @@ if "$BIN" --list-devices >/dev/null 2>&1; then
     printf '%-34s %10s %14s\n' "cuda upload" "$up" "$(awk -v ms="$up" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
     printf '%-34s %10s %14s\n' "cuda download" "$down" "$(awk -v ms="$down" -v v=$VALUES 'BEGIN {printf "%.2f", v / (ms * 1e6)}') B/ns"
     printf '%-34s %10s\n' "cuda filter, first launch (sobel)" "$filt"
+    # the exit: from the output's last write to the process's end (the
+    # driver's teardown of the context; GPUFILTER_EARLY_EXIT unset)
+    exit_ms=$(env -u GPUFILTER_EARLY_EXIT "$PYTHON" - "$BIN" "$DIR" "$R" <<'EOF'
+import os, statistics, subprocess, sys, time
+binary, folder, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, ms = os.path.join(folder, "exit.png"), []
+for _ in range(runs):
+    subprocess.run([binary, "--force", "--backend", "cuda", "-m", "sobel",
+                    os.path.join(folder, "in.png"), out], check=True)
+    ms.append((time.time_ns() - os.stat(out).st_mtime_ns) / 1e6)
+print(f"{statistics.median(ms):.1f}")
+EOF
+)
+    printf '%-34s %10s\n' "cuda exit (the context's teardown)" "$exit_ms"
 fi
 echo
 # the model's CPU constants: value and tap by least squares over the

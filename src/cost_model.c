@@ -10,6 +10,7 @@
 #include "cost_model.h"
 
 #include "cpu_conv.h"
+#include "exit_release.h"
 
 /* CPU, a core's share: a value of a convolution costs VALUE (its first
  * matrix included) + MATRIX per further matrix + TAP per multiply-add of
@@ -28,6 +29,7 @@
 /* GPU */
 #define GPU_START_MS 236.0         /* cuInit, the primary context, buffers (beside the decode) */
 #define GPU_FIRST_LAUNCH_MS 15.0   /* the first launch's set of kernels, loaded then */
+#define GPU_EXIT_MS 100.0          /* the driver's teardown of the context at the exit */
 #define GPU_UPLOAD_BYTES_PER_NS 7.1   /* pageable host memory */
 #define GPU_DOWNLOAD_BYTES_PER_NS 10.0
 #define GPU_BYTES_PER_NS 1500.0    /* a kernel pass, read and write */
@@ -83,7 +85,8 @@ void gf_cost_estimate_call(const gf_pipeline *pipeline, int width, int height, i
     e->copy_ms = (1.0 + host_trips) *
                  (values / GPU_UPLOAD_BYTES_PER_NS + values / GPU_DOWNLOAD_BYTES_PER_NS) / 1e6;
     e->kernel_ms = GPU_FIRST_LAUNCH_MS + gpu_passes * 2.0 * values / GPU_BYTES_PER_NS / 1e6;
-    e->gpu_ms = e->start_ms - e->hidden_ms + e->copy_ms + e->kernel_ms + host_ns / 1e6;
+    e->exit_ms = gf_early_exit_wanted() ? 0.0 : GPU_EXIT_MS;  /* else a child pays it */
+    e->gpu_ms = e->start_ms - e->hidden_ms + e->copy_ms + e->kernel_ms + e->exit_ms + host_ns / 1e6;
     e->use_gpu = e->gpu_ms < e->cpu_ms;
 }
 
@@ -106,7 +109,7 @@ void gf_cost_explain(FILE *out, const gf_cost_estimate *e)
         snprintf(beside, sizeof beside, " (%.0f ms more beside the decode)", e->cpu_hidden_ms);
     fprintf(out, "gpufilter: auto: the %s (estimates: cpu %.1f ms on %d cores%s; gpu %.1f ms = "
             "start %.0f ms - %.0f ms hidden by the decode + copies %.1f ms + kernels %.1f ms, their "
-            "load at the first launch included)\n",
+            "load at the first launch included + exit %.0f ms)\n",
             e->use_gpu ? "GPU" : "CPU", e->cpu_ms, e->cores, beside, e->gpu_ms, e->start_ms,
-            e->hidden_ms, e->copy_ms, e->kernel_ms);
+            e->hidden_ms, e->copy_ms, e->kernel_ms, e->exit_ms);
 }

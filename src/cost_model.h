@@ -4,11 +4,11 @@
  * operation, by the CPU path cpu_conv.c takes), the cores, and the GPU's
  * fixed costs: starting the driver (hidden behind the decode, which runs
  * beside it), loading the kernels at the first launch, copying the image
- * there and back (the driver's release of the context at the exit does
- * not count: a child process pays it, exit_release.c). The CPU route hides the decode behind its first
- * convolution where it decodes ahead or streams. The constants are
- * measured by bench/cost_model.sh; the machine they come from is named in
- * cost_model.c. */
+ * there and back, and the driver's teardown of the context at the exit
+ * (left to a child with GPUFILTER_EARLY_EXIT=1, exit_release.h). The CPU
+ * route hides the decode behind its first convolution where it decodes
+ * ahead or streams. The constants are measured by bench/cost_model.sh;
+ * the machine they come from is named in cost_model.c. */
 #ifndef GF_COST_MODEL_H
 #define GF_COST_MODEL_H
 
@@ -23,6 +23,7 @@ typedef struct {
     double start_ms;       /* the driver's start ... */
     double hidden_ms;      /* ... the part of it the decode hides */
     double copy_ms, kernel_ms;
+    double exit_ms;        /* the context's teardown (0 with GPUFILTER_EARLY_EXIT=1) */
     int cores;
     int use_gpu;
 } gf_cost_estimate;

@@ -1,20 +1,25 @@
-/* exit_release.c - a call that used the GPU ends before the driver
- * releases its context (exit_release.h).
+/* exit_release.c - GPUFILTER_EARLY_EXIT=1: a call that used the GPU ends
+ * before the driver releases its context (exit_release.h).
  *
  * When a process's last descriptor of /dev/nvidia* closes, the kernel
  * driver tears its CUDA context down inside that close, during the exit
- * the shell waits for: 50-110 ms on an H200, a quarter of a short call.
- * Here the process forks first. The child holds copies of the
- * descriptors, so the parent's exit closes none for the last time and
+ * the shell waits for: 45-110 ms on an H200, a quarter of a short call.
+ * With the early exit the process forks first. The child holds copies of
+ * the descriptors, so the parent's exit closes none for the last time and
  * ends at once; the child waits on a pipe until the parent is gone, then
- * exits and pays the release. A shell loop's next call starts meanwhile.
+ * exits and pays the release while a shell loop's next call starts.
+ *
+ * Not the default: the child outlives its parent, so whatever adopts it
+ * (PID 1, or a subreaper) must reap it. A container whose PID 1 is the
+ * job itself and reaps nothing would keep one zombie a call, and a long
+ * loop could exhaust its process IDs.
  *
  * The child calls only async-signal-safe functions (a fork of a threaded
  * process), takes /dev/null as its standard streams (a pipeline's reader
  * sees the end of the output when the call ends) and the default action
  * for the signals main catches. The parent leaves by _exit: the CUDA
- * runtime's exit handler would destroy the context itself. Not done where
- * a CUDA tool is attached (CUDA_INJECTION64_PATH: compute-sanitizer,
+ * runtime's exit handler would destroy the context itself. Never done
+ * where a CUDA tool is attached (CUDA_INJECTION64_PATH: compute-sanitizer,
  * Nsight), which expects the process to release its context itself.
  */
 #include "exit_release.h"
@@ -71,11 +76,17 @@ static void outlive_parent(int parent_end)
     _exit(0);
 }
 
+int gf_early_exit_wanted(void)
+{
+    const char *wanted = getenv("GPUFILTER_EARLY_EXIT");
+    return wanted && strcmp(wanted, "1") == 0;
+}
+
 int gf_exit_leaving_release(int status, FILE *log)
 {
     fflush(NULL);
     const char *tool = getenv("CUDA_INJECTION64_PATH");
-    if ((tool && *tool) || !holds_nvidia_device())
+    if (!gf_early_exit_wanted() || (tool && *tool) || !holds_nvidia_device())
         return status;
     int ends[2];
     if (pipe(ends) != 0)

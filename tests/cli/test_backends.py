@@ -218,6 +218,30 @@ def test_estimate_leaves_out_the_decode_the_cpu_hides(gf, tmp_path, rng, fake_dr
     assert not log.exists()
 
 
+def gpu_estimate(err):
+    """The GPU's estimate and its exit term, from -v."""
+    m = re.search(r"; gpu ([0-9.]+) ms = .* \+ exit ([0-9]+) ms\)", err)
+    assert m, err
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_estimate_counts_the_exit_unless_a_child_pays_it(gf, tmp_path, rng, fake_driver):
+    """The GPU's estimate counts the context's teardown at the exit, and
+    leaves it out, by that much, with GPUFILTER_EARLY_EXIT=1."""
+    env, log = fake_driver
+    src = write_png(tmp_path / "in.png", random_image(rng, 300, 200, 3))
+    runs = {}
+    for early in ("0", "1"):
+        rc, err = run_pinned(gf, {**env, "GPUFILTER_EARLY_EXIT": early}, "-v", "-m", "sobel", src,
+                             tmp_path / "o.png")
+        assert rc == 0 and "auto: the CPU" in err, err
+        runs[early] = gpu_estimate(err)
+    (late_ms, late_exit), (early_ms, early_exit) = runs["0"], runs["1"]
+    assert late_exit > 0 and early_exit == 0, runs
+    assert abs(late_ms - early_ms - late_exit) <= 0.1, runs
+    assert not log.exists()
+
+
 def test_large_work_tries_the_gpu_then_runs_on_the_cpu(gf, tmp_path, rng, fake_driver):
     """Work the model gives to the GPU starts it (beside the decode); with no
     usable GPU the CPU takes the job, and says why under -v."""

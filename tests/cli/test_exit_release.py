@@ -1,6 +1,7 @@
-"""A call that used the GPU ends before the driver releases its context: a
-child process holds the device until the call has exited (exit_release.c).
-The call's output, standard streams and exit status stay the call's own."""
+"""GPUFILTER_EARLY_EXIT=1: a call that used the GPU ends before the driver
+releases its context, a child process holding the device until the call
+has exited (exit_release.c). The call's output, standard streams and exit
+status stay the call's own; without it, the call exits itself."""
 
 import re
 
@@ -9,6 +10,7 @@ import pytest
 from gftest import random_image, read_png, write_png
 
 RELEASE = re.compile(r"^gpufilter: the GPU context's release left to process (\d+)$", re.M)
+EARLY = {"GPUFILTER_EARLY_EXIT": "1"}
 
 
 def needs_gpu(gf, gpu_usable):
@@ -20,27 +22,33 @@ def needs_gpu(gf, gpu_usable):
 
 def test_a_cpu_call_exits_itself(gf, rng, tmp_path):
     src = write_png(tmp_path / "in.png", random_image(rng, 40, 30, 3))
-    r = gf.run("-v", "--backend", "cpu", "-m", "sobel", src, tmp_path / "out.png").ok()
+    r = gf.run("-v", "--backend", "cpu", "-m", "sobel", src, tmp_path / "out.png", env=EARLY).ok()
+    assert not RELEASE.search(r.err), r.describe()
+
+
+def test_a_gpu_call_exits_itself_by_default(gf, gpu_usable, rng, tmp_path):
+    needs_gpu(gf, gpu_usable)
+    src = write_png(tmp_path / "in.png", random_image(rng, 40, 30, 3))
+    r = gf.run("-v", "--backend", "cuda", "-m", "sobel", src, tmp_path / "out.png").ok()
     assert not RELEASE.search(r.err), r.describe()
 
 
 def test_a_gpu_call_leaves_the_release_to_a_child(gf, gpu_usable, rng, tmp_path):
     """The output goes through a pipe (stdout) and is the CPU's; -v names the
-    child, another process than the call."""
+    child."""
     needs_gpu(gf, gpu_usable)
     src = write_png(tmp_path / "in.png", random_image(rng, 300, 200, 3))
-    gpu = gf.run("-v", "--backend", "cuda", "-f", "png", "-m", "sobel", src, "-").ok()
+    gpu = gf.run("-v", "--backend", "cuda", "-f", "png", "-m", "sobel", src, "-", env=EARLY).ok()
     cpu = gf.run("--backend", "cpu", "-f", "png", "-m", "sobel", src, "-").ok()
     (tmp_path / "gpu.png").write_bytes(gpu.out)
     (tmp_path / "cpu.png").write_bytes(cpu.out)
     assert (read_png(tmp_path / "gpu.png") == read_png(tmp_path / "cpu.png")).all()
     found = RELEASE.findall(gpu.err)
-    assert len(found) == 1, gpu.describe()
-    assert int(found[0]) > 0
+    assert len(found) == 1 and int(found[0]) > 0, gpu.describe()
 
 
 def test_a_gpu_batch_keeps_its_failure_status(gf, gpu_usable, rng, tmp_path):
-    """A batch on the GPU with one corrupt file: every other output written,
+    """A batch on the GPU with one corrupt file: the other output written,
     exit 1, and the release still left to the child."""
     needs_gpu(gf, gpu_usable)
     good = write_png(tmp_path / "good.png", random_image(rng, 64, 48, 3))
@@ -48,7 +56,7 @@ def test_a_gpu_batch_keeps_its_failure_status(gf, gpu_usable, rng, tmp_path):
     bad.write_bytes(good.read_bytes()[:100])
     out = tmp_path / "out"
     out.mkdir()
-    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", out, good, bad)
+    r = gf.run("-v", "--backend", "cuda", "-m", "box3", "-o", out, good, bad, env=EARLY)
     assert r.rc == 1, r.describe()
     assert (out / "good.png").exists() and not (out / "bad.png").exists()
     assert len(RELEASE.findall(r.err)) == 1, r.describe()
