@@ -13,9 +13,7 @@ RELEASE = re.compile(r"^gpufilter: the GPU context's release left to process (\d
 EARLY = {"GPUFILTER_EARLY_EXIT": "1"}
 
 
-def needs_gpu(gf, gpu_usable):
-    if not gpu_usable:
-        pytest.skip("no usable GPU")
+def no_sanitizer(gf):
     if gf.sanitizer:
         pytest.skip("under compute-sanitizer the call releases its context itself")
 
@@ -26,18 +24,20 @@ def test_a_cpu_call_exits_itself(gf, rng, tmp_path):
     assert not RELEASE.search(r.err), r.describe()
 
 
-def test_a_gpu_call_exits_itself_by_default(gf, gpu_usable, rng, tmp_path):
-    needs_gpu(gf, gpu_usable)
+@pytest.mark.cuda_only
+def test_a_gpu_call_exits_itself_by_default(gf, rng, tmp_path):
+    no_sanitizer(gf)
     src = write_png(tmp_path / "in.png", random_image(rng, 40, 30, 3))
     r = gf.run("-v", "--backend", "cuda", "-m", "sobel", src, tmp_path / "out.png",
                env={"GPUFILTER_EARLY_EXIT": "0"}).ok()
     assert not RELEASE.search(r.err), r.describe()
 
 
-def test_a_gpu_call_leaves_the_release_to_a_child(gf, gpu_usable, rng, tmp_path):
+@pytest.mark.cuda_only
+def test_a_gpu_call_leaves_the_release_to_a_child(gf, rng, tmp_path):
     """The output goes through a pipe (stdout) and is the CPU's; -v names the
     child."""
-    needs_gpu(gf, gpu_usable)
+    no_sanitizer(gf)
     src = write_png(tmp_path / "in.png", random_image(rng, 300, 200, 3))
     gpu = gf.run("-v", "--backend", "cuda", "-f", "png", "-m", "sobel", src, "-", env=EARLY).ok()
     cpu = gf.run("--backend", "cpu", "-f", "png", "-m", "sobel", src, "-").ok()
@@ -48,10 +48,11 @@ def test_a_gpu_call_leaves_the_release_to_a_child(gf, gpu_usable, rng, tmp_path)
     assert len(found) == 1 and int(found[0]) > 0, gpu.describe()
 
 
-def test_a_gpu_batch_keeps_its_failure_status(gf, gpu_usable, rng, tmp_path):
+@pytest.mark.cuda_only
+def test_a_gpu_batch_keeps_its_failure_status(gf, rng, tmp_path):
     """A batch on the GPU with one corrupt file: the other output written,
     exit 1, and the release still left to the child."""
-    needs_gpu(gf, gpu_usable)
+    no_sanitizer(gf)
     good = write_png(tmp_path / "good.png", random_image(rng, 64, 48, 3))
     bad = tmp_path / "bad.png"
     bad.write_bytes(good.read_bytes()[:100])
